@@ -1,0 +1,49 @@
+"""rayjet: durable, replicated streams, a key-value store and an object store on Ray.
+
+``import rayjet`` stays light: the Ray-backed client is imported on first use of
+``rayjet.connect``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rayjet import errors
+from rayjet.api import (
+    AckPolicy,
+    DeliverPolicy,
+    DiscardPolicy,
+    ReplayPolicy,
+    RetentionPolicy,
+    StorageType,
+    StoreCompression,
+)
+
+if TYPE_CHECKING:
+    from rayjet.client import JetStream, connect
+
+__version__ = "0.1.0"
+
+_LAZY = {"connect", "JetStream"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from rayjet import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'rayjet' has no attribute {name!r}")
+
+
+__all__ = [
+    "AckPolicy",
+    "DeliverPolicy",
+    "DiscardPolicy",
+    "JetStream",
+    "ReplayPolicy",
+    "RetentionPolicy",
+    "StorageType",
+    "StoreCompression",
+    "connect",
+    "errors",
+]

@@ -1,0 +1,103 @@
+"""``rayjet.connect()``: join a Ray cluster (or start a local one) and hold the session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import ray
+
+from rayjet.errors import BadRequestError, ServiceUnavailableError
+
+NAMESPACE = "rayjet"  # detached actors live here so data outlives any one client
+DATA_DIR_ENV = "RAYJET_DATA_DIR"
+
+
+def default_data_dir() -> Path:
+    """Where replicas keep their logs when no ``data_dir`` is given (like nats' store_dir)."""
+    env = os.environ.get(DATA_DIR_ENV)
+    return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet"
+
+
+class JetStream:
+    """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
+
+    def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool) -> None:
+        self.address = address
+        self.data_dir = data_dir
+        self._started_ray = started_ray
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def cluster_resources(self) -> dict[str, float]:
+        self._check_open()
+        return dict(ray.cluster_resources())
+
+    def nodes(self) -> list[dict]:
+        """Alive Ray nodes with their labels (rayjet's servers)."""
+        self._check_open()
+        return [
+            {"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
+             "labels": dict(n.get("Labels") or {}), "resources": dict(n.get("Resources") or {})}
+            for n in ray.nodes() if n.get("Alive")
+        ]
+
+    def close(self) -> None:
+        """Close the connection; a Ray started by ``connect()`` is shut down with it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._started_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BadRequestError("the connection is closed: call rayjet.connect() again")
+
+    def __enter__(self) -> JetStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    address: str | None = None,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    num_cpus: int | None = None,
+    ray_init_kwargs: dict | None = None,
+) -> JetStream:
+    """Connect to rayjet.
+
+    ``address=None`` joins the cluster named by ``RAY_ADDRESS`` or starts a local Ray (the
+    embedded default); ``"auto"`` or ``"host:port"`` joins a running cluster and fails with
+    ServiceUnavailableError when there is none. When this process already runs Ray (a
+    driver or a task), that session is reused.
+    """
+    if address is not None and (not isinstance(address, str) or not address.strip()):
+        raise BadRequestError(f"invalid address {address!r}: use None, 'auto' or 'host:port'")
+    directory = Path(data_dir) if data_dir is not None else default_data_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadRequestError(f"data_dir {str(directory)!r} cannot be used: {exc}") from exc
+
+    started = False
+    if not ray.is_initialized():
+        kwargs = {"namespace": NAMESPACE, "log_to_driver": False, **(ray_init_kwargs or {})}
+        if num_cpus is not None and address is None:
+            kwargs["num_cpus"] = num_cpus
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as exc:
+            raise ServiceUnavailableError(
+                f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+                "or `ray up ray_cluster.yaml`, or call rayjet.connect() for a local one"
+            ) from exc
+        started = address is None and os.environ.get("RAY_ADDRESS") is None
+    return JetStream(address=address, data_dir=directory, started_ray=started)

@@ -1,0 +1,31 @@
+"""Subjects: validation, wildcard matching, overlap and subject transforms."""
+
+from rayjet.subjects.match import (
+    FWC,
+    PWC,
+    is_literal,
+    is_subset,
+    is_valid_filter,
+    is_valid_subject,
+    matches_any,
+    subject_matches,
+    subjects_collide,
+    tokens,
+    validate_filter,
+    validate_subject,
+)
+
+__all__ = [
+    "FWC",
+    "PWC",
+    "is_literal",
+    "is_subset",
+    "is_valid_filter",
+    "is_valid_subject",
+    "matches_any",
+    "subject_matches",
+    "subjects_collide",
+    "tokens",
+    "validate_filter",
+    "validate_subject",
+]

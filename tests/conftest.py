@@ -1,0 +1,18 @@
+"""Shared fixtures: one Ray instance for the whole session (starting Ray costs seconds)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory):
+    import ray
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, namespace="rayjet", log_to_driver=False, include_dashboard=False)
+    yield ray
+    ray.shutdown()
