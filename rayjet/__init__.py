@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 from rayjet import errors
 from rayjet.api import (
@@ -19,19 +20,15 @@ from rayjet.api import (
     StoreCompression,
 )
 
-if TYPE_CHECKING:
-    from rayjet.client import JetStream, connect
-
 __version__ = "0.1.0"
 
 _LAZY = {"connect", "JetStream"}
 
 
 def __getattr__(name: str) -> Any:
+    # imported by name so that pure packages importing `rayjet` do not depend on Ray
     if name in _LAZY:
-        from rayjet import client
-
-        return getattr(client, name)
+        return getattr(importlib.import_module("rayjet.client"), name)
     raise AttributeError(f"module 'rayjet' has no attribute {name!r}")
 
 

@@ -29,14 +29,14 @@ def _problem(subject: object, *, wildcards: bool) -> str | None:
         return "a subject cannot be empty"
     if len(subject) > MAX_SUBJECT_LEN:
         return f"a subject is at most {MAX_SUBJECT_LEN} characters"
-    if any(ch in _WHITESPACE for ch in subject):
+    if not _WHITESPACE.isdisjoint(subject):
         return "a subject cannot contain whitespace"
     parts = subject.split(SEP)
     for i, tok in enumerate(parts):
         if not tok:
             return "a subject cannot have empty tokens (no leading, trailing or double '.')"
-        if len(tok) > 1 and (PWC in tok or FWC in tok) and wildcards:
-            # 'a*' or '>b' are literal in NATS, but they are almost always a mistake in a filter
+        if len(tok) > 1:
+            # 'a*' and '>b' are ordinary literal tokens, as in NATS
             continue
         if tok == FWC:
             if not wildcards:
@@ -96,7 +96,8 @@ def subject_matches(subject: str, filter_: str) -> bool:
     if PWC not in filter_ and FWC not in filter_:
         # a literal filter only matches itself (checked above)
         return False
-    st, ft = _split(subject), _split(filter_)
+    # subjects are many and short-lived: split them directly, cache only the filters
+    st, ft = subject.split(SEP), _split(filter_)
     n = len(st)
     for i, f in enumerate(ft):
         if f == FWC:
@@ -113,6 +114,8 @@ def subject_matches(subject: str, filter_: str) -> bool:
 
 def subjects_collide(a: str, b: str) -> bool:
     """Can some literal subject match both filters ``a`` and ``b``?"""
+    if a == b:
+        return True
     at, bt = _split(a), _split(b)
     for i in range(max(len(at), len(bt))):
         x = at[i] if i < len(at) else None
