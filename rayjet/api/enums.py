@@ -73,3 +73,12 @@ class KeyValueOp(_WireEnum):
     PUT = "PUT"
     DELETE = "DEL"
     PURGE = "PURGE"
+
+
+class PriorityPolicy(_WireEnum):
+    """How a pull consumer with priority groups picks the requests it serves."""
+
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"

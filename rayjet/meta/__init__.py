@@ -1,0 +1,19 @@
+"""The meta group's state machine: the catalogue of streams, consumers and their replicas."""
+
+from rayjet.meta.catalogue import (
+    Catalogue,
+    ConsumerAssignment,
+    MetaOp,
+    StreamAssignment,
+    decode_meta_op,
+    encode_meta_op,
+)
+
+__all__ = [
+    "Catalogue",
+    "ConsumerAssignment",
+    "MetaOp",
+    "StreamAssignment",
+    "decode_meta_op",
+    "encode_meta_op",
+]

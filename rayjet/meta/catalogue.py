@@ -1,0 +1,243 @@
+"""The catalogue: which streams and consumers exist, their configs, where replicas live.
+
+The meta group replicates it with raft. As everywhere in rayjet, checks are made once on the
+meta leader (``prepare_*``, which raises the NATS-coded error or returns a :class:`MetaOp`),
+and every member applies the committed ops in log order (``apply``), deterministically.
+Each stream and consumer incarnation gets a raft group name derived from the log index of
+the op that created it, so a deleted and re-created stream never reuses old replica state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from rayjet.api.consumer import ConsumerConfig
+from rayjet.api.stream import StreamConfig
+from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
+from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
+from rayjet.errors import (
+    BadRequestError,
+    ConsumerNotFoundError,
+    MaximumConsumersError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+    SubjectsOverlapError,
+    error_for,
+)
+from rayjet.subjects import subjects_collide
+
+# op kinds: the numbers are on disk in every meta log; only add new ones at the end
+ADD_STREAM, UPDATE_STREAM, DELETE_STREAM, ADD_CONSUMER, DELETE_CONSUMER, SET_PEERS = range(1, 7)
+_OP_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MetaOp:
+    kind: int
+    stream: str
+    config: dict[str, Any] | None = None  # NATS JSON of the config
+    consumer: str = ""
+    peers: tuple[str, ...] = ()
+    created_ns: int = 0
+
+
+def encode_meta_op(op: MetaOp) -> bytes:
+    return msgpack.packb([_OP_VERSION, op.kind, op.stream, op.config, op.consumer,
+                          list(op.peers), op.created_ns], use_bin_type=True)
+
+
+def decode_meta_op(raw: bytes) -> MetaOp:
+    version, kind, stream, config, consumer, peers, created = msgpack.unpackb(raw, raw=False)
+    if version != _OP_VERSION:
+        raise BadRequestError(f"meta op version {version} is newer than this rayjet understands")
+    return MetaOp(kind, stream, config, consumer, tuple(peers), created)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAssignment:
+    stream: str
+    name: str
+    config: ConsumerConfig
+    created_ns: int
+    group: str
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAssignment:
+    config: StreamConfig
+    created_ns: int
+    group: str  # raft group of the replicas, unique per incarnation
+    peers: tuple[str, ...]  # Ray node ids holding a replica, leader preference first
+    consumers: dict[str, ConsumerAssignment] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+class Catalogue:
+    def __init__(self, *, max_streams: int = -1) -> None:
+        self.streams: dict[str, StreamAssignment] = {}
+        self.applied_index = 0
+        self.max_streams = max_streams
+
+    # -- reads ------------------------------------------------------------------------------
+    def stream(self, name: str) -> StreamAssignment:
+        try:
+            return self.streams[name]
+        except KeyError:
+            raise StreamNotFoundError(f"stream {name!r} not found") from None
+
+    def consumer(self, stream: str, name: str) -> ConsumerAssignment:
+        try:
+            return self.stream(stream).consumers[name]
+        except KeyError:
+            raise ConsumerNotFoundError(
+                f"consumer {name!r} not found on stream {stream!r}") from None
+
+    def stream_for_subject(self, subject: str) -> StreamAssignment | None:
+        for sa in self.streams.values():
+            if any(subjects_collide(subject, s) for s in sa.config.subjects):
+                return sa
+        return None
+
+    # -- leader-side checks -----------------------------------------------------------------
+    def prepare_add_stream(self, cfg: StreamConfig, *, peers: tuple[str, ...],
+                           now_ns: int) -> MetaOp | StreamAssignment:
+        """The op creating ``cfg``, or the existing assignment when the same config exists."""
+        cfg = validate_stream_config(cfg)
+        existing = self.streams.get(cfg.name)
+        if existing is not None:
+            if existing.config == cfg:
+                return existing  # adding an identical stream again succeeds, as in NATS
+            raise StreamNameInUseError(
+                f"stream name {cfg.name!r} already in use with a different configuration")
+        if 0 <= self.max_streams <= len(self.streams):
+            raise error_for("MAX_STREAMS")
+        self._check_overlap(cfg)
+        if len(peers) != cfg.num_replicas:
+            raise error_for("CLUSTER_NO_PEERS",
+                            err=f"need {cfg.num_replicas} replicas, placement gave {len(peers)}")
+        return MetaOp(ADD_STREAM, cfg.name, cfg.to_dict(), peers=tuple(peers), created_ns=now_ns)
+
+    def prepare_update_stream(self, cfg: StreamConfig, *,
+                              peers: tuple[str, ...] | None = None) -> MetaOp:
+        old = self.stream(cfg.name)
+        new = validate_stream_update(old.config, cfg)
+        self._check_overlap(new, ignore=new.name)
+        peers = old.peers if peers is None else tuple(peers)
+        if len(peers) != new.num_replicas:
+            raise error_for("CLUSTER_NO_PEERS",
+                            err=f"need {new.num_replicas} replicas, placement gave {len(peers)}")
+        return MetaOp(UPDATE_STREAM, new.name, new.to_dict(), peers=peers)
+
+    def prepare_delete_stream(self, name: str) -> MetaOp:
+        self.stream(name)
+        return MetaOp(DELETE_STREAM, name)
+
+    def prepare_add_consumer(self, stream: str, cfg: ConsumerConfig, *, now_ns: int,
+                             peers: tuple[str, ...] | None = None
+                             ) -> MetaOp | ConsumerAssignment:
+        sa = self.stream(stream)
+        others = [c.config for n, c in sa.consumers.items() if n != _consumer_name(cfg)]
+        cfg = validate_consumer_config(cfg, sa.config, existing=others)
+        name = _consumer_name(cfg)
+        if not name:
+            raise error_for("CONSUMER_DURABLE_NAME_NOT_SET")
+        existing = sa.consumers.get(name)
+        if existing is not None:
+            if existing.config == cfg:
+                return existing
+            cfg = validate_consumer_update(existing.config, cfg, sa.config, existing=others)
+        else:
+            limit = sa.config.max_consumers
+            if 0 < limit <= len(sa.consumers):
+                raise MaximumConsumersError(
+                    f"maximum consumers limit reached: stream {stream!r} allows {limit}")
+        use = tuple(peers) if peers is not None else (
+            existing.peers if existing else sa.peers)
+        return MetaOp(ADD_CONSUMER, stream, cfg.to_dict(), consumer=name, peers=use,
+                      created_ns=existing.created_ns if existing else now_ns)
+
+    def prepare_delete_consumer(self, stream: str, name: str) -> MetaOp:
+        self.consumer(stream, name)
+        return MetaOp(DELETE_CONSUMER, stream, consumer=name)
+
+    def _check_overlap(self, cfg: StreamConfig, ignore: str | None = None) -> None:
+        for other in self.streams.values():
+            if other.name == ignore:
+                continue
+            for mine in cfg.subjects:
+                for theirs in other.config.subjects:
+                    if subjects_collide(mine, theirs):
+                        raise SubjectsOverlapError(
+                            f"subjects overlap with an existing stream: {mine!r} of "
+                            f"{cfg.name!r} and {theirs!r} of {other.name!r}")
+
+    # -- apply on every member --------------------------------------------------------------
+    def apply(self, index: int, op: MetaOp) -> StreamAssignment | ConsumerAssignment | None:
+        """Apply a committed op. Ops made stale by an earlier op in the log (e.g. two adds
+        of the same name proposed concurrently) are skipped the same way everywhere."""
+        self.applied_index = index
+        if op.kind == ADD_STREAM:
+            if op.stream in self.streams:
+                return self.streams[op.stream]
+            sa = StreamAssignment(StreamConfig.from_dict(op.config), op.created_ns,
+                                  f"{op.stream}-{index}", op.peers)
+            self.streams[op.stream] = sa
+            return sa
+        sa = self.streams.get(op.stream)
+        if sa is None:
+            return None
+        if op.kind == UPDATE_STREAM:
+            new = dataclasses.replace(sa, config=StreamConfig.from_dict(op.config), peers=op.peers)
+            self.streams[op.stream] = new
+            return new
+        if op.kind == SET_PEERS:
+            new = dataclasses.replace(sa, peers=op.peers)
+            self.streams[op.stream] = new
+            return new
+        if op.kind == DELETE_STREAM:
+            return self.streams.pop(op.stream)
+        if op.kind == ADD_CONSUMER:
+            old = sa.consumers.get(op.consumer)
+            ca = ConsumerAssignment(op.stream, op.consumer, ConsumerConfig.from_dict(op.config),
+                                    op.created_ns, old.group if old else f"{op.stream}-{op.consumer}-{index}",
+                                    op.peers)
+            sa.consumers[op.consumer] = ca
+            return ca
+        if op.kind == DELETE_CONSUMER:
+            return sa.consumers.pop(op.consumer, None)
+        raise BadRequestError(f"unknown meta op kind {op.kind}")
+
+    # -- snapshots --------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        rows = []
+        for sa in self.streams.values():
+            rows.append([sa.config.to_dict(), sa.created_ns, sa.group, list(sa.peers),
+                         [[c.name, c.config.to_dict(), c.created_ns, c.group, list(c.peers)]
+                          for c in sa.consumers.values()]])
+        return msgpack.packb([_OP_VERSION, self.applied_index, rows], use_bin_type=True)
+
+    def restore(self, raw: bytes) -> None:
+        _version, applied, rows = msgpack.unpackb(raw, raw=False)
+        streams: dict[str, StreamAssignment] = {}
+        for cfg, created, group, peers, consumers in rows:
+            config = StreamConfig.from_dict(cfg)
+            sa = StreamAssignment(config, created, group, tuple(peers))
+            for name, ccfg, ccreated, cgroup, cpeers in consumers:
+                sa.consumers[name] = ConsumerAssignment(
+                    config.name, name, ConsumerConfig.from_dict(ccfg), ccreated, cgroup,
+                    tuple(cpeers))
+            streams[config.name] = sa
+        self.streams = streams
+        self.applied_index = applied
+
+
+def _consumer_name(cfg: ConsumerConfig) -> str:
+    return cfg.durable_name or cfg.name or ""

@@ -1,0 +1,140 @@
+import pytest
+
+from rayjet.api.consumer import ConsumerConfig
+from rayjet.api.enums import AckPolicy, RetentionPolicy
+from rayjet.api.stream import StreamConfig
+from rayjet.errors import (
+    ClusterNoPeersError,
+    ConsumerNotFoundError,
+    InvalidConfigError,
+    MaximumConsumersError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+    SubjectsOverlapError,
+)
+from rayjet.meta import Catalogue, decode_meta_op, encode_meta_op
+
+
+def apply(cat, op, index=None):
+    index = index or cat.applied_index + 1
+    return cat.apply(index, decode_meta_op(encode_meta_op(op)))  # through the wire, as raft does
+
+
+def add(cat, name, subjects, replicas=1, **kw):
+    cfg = StreamConfig(name=name, subjects=subjects, num_replicas=replicas, **kw)
+    return apply(cat, cat.prepare_add_stream(cfg, peers=tuple(f"n{i}" for i in range(replicas)),
+                                             now_ns=7))
+
+
+def test_add_stream_assigns_a_group_per_incarnation():
+    cat = Catalogue()
+    sa = add(cat, "ORDERS", ["ORDERS.*"], replicas=3)
+    assert sa.peers == ("n0", "n1", "n2") and sa.created_ns == 7
+    assert sa.config.duplicate_window == 120.0  # defaults applied before replication
+    apply(cat, cat.prepare_delete_stream("ORDERS"))
+    again = add(cat, "ORDERS", ["ORDERS.*"])
+    assert again.group != sa.group  # never reuse the old replicas' state
+
+
+def test_identical_add_is_idempotent_different_is_10058():
+    cat = Catalogue()
+    sa = add(cat, "ORDERS", ["ORDERS.*"])
+    same = cat.prepare_add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"]),
+                                  peers=("n0",), now_ns=9)
+    assert same is sa
+    with pytest.raises(StreamNameInUseError) as info:
+        cat.prepare_add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.>"]),
+                               peers=("n0",), now_ns=9)
+    assert info.value.err_code == 10058
+
+
+def test_subjects_overlap_between_streams_is_10065():
+    cat = Catalogue()
+    add(cat, "ORDERS", ["ORDERS.*"])
+    with pytest.raises(SubjectsOverlapError) as info:
+        cat.prepare_add_stream(StreamConfig(name="ALL", subjects=["ORDERS.>"]), peers=("n0",),
+                               now_ns=1)
+    assert info.value.err_code == 10065
+    assert "ORDERS" in info.value.description
+    # an update may keep its own subjects
+    op = cat.prepare_update_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"],
+                                                description="orders"))
+    assert apply(cat, op).config.description == "orders"
+    assert cat.stream_for_subject("ORDERS.new").name == "ORDERS"
+    assert cat.stream_for_subject("OTHER.new") is None
+
+
+def test_invalid_config_and_missing_stream():
+    cat = Catalogue()
+    with pytest.raises(InvalidConfigError):
+        cat.prepare_add_stream(StreamConfig(name="a.b"), peers=("n0",), now_ns=1)
+    with pytest.raises(StreamNotFoundError) as info:
+        cat.prepare_delete_stream("NOPE")
+    assert info.value.err_code == 10059
+    with pytest.raises(ClusterNoPeersError):
+        cat.prepare_add_stream(StreamConfig(name="R3", num_replicas=3), peers=("n0",), now_ns=1)
+
+
+def test_update_can_change_replicas_and_peers():
+    cat = Catalogue()
+    add(cat, "S", ["s.>"])
+    op = cat.prepare_update_stream(StreamConfig(name="S", subjects=["s.>"], num_replicas=3),
+                                   peers=("n0", "n1", "n2"))
+    sa = apply(cat, op)
+    assert sa.config.num_replicas == 3 and sa.peers == ("n0", "n1", "n2")
+
+
+def test_consumers_add_update_delete_and_limits():
+    cat = Catalogue()
+    add(cat, "S", ["s.>"], max_consumers=1)
+    ca = apply(cat, cat.prepare_add_consumer(
+        "S", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT), now_ns=3))
+    assert ca.group.startswith("S-D-") and ca.peers == ("n0",)
+    assert cat.consumer("S", "D").config.ack_wait == 30.0
+    with pytest.raises(MaximumConsumersError) as info:
+        cat.prepare_add_consumer("S", ConsumerConfig(durable_name="E"), now_ns=4)
+    assert info.value.err_code == 10026
+    # updating keeps the group (the consumer's state lives there)
+    up = apply(cat, cat.prepare_add_consumer(
+        "S", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT, ack_wait=5),
+        now_ns=5))
+    assert up.group == ca.group and up.config.ack_wait == 5.0 and up.created_ns == 3
+    apply(cat, cat.prepare_delete_consumer("S", "D"))
+    with pytest.raises(ConsumerNotFoundError) as info:
+        cat.consumer("S", "D")
+    assert info.value.err_code == 10014
+
+
+def test_work_queue_rules_see_existing_consumers():
+    cat = Catalogue()
+    add(cat, "Q", ["q.>"], retention=RetentionPolicy.WORK_QUEUE)
+    apply(cat, cat.prepare_add_consumer(
+        "Q", ConsumerConfig(durable_name="A", ack_policy=AckPolicy.EXPLICIT), now_ns=1))
+    with pytest.raises(Exception) as info:
+        cat.prepare_add_consumer(
+            "Q", ConsumerConfig(durable_name="B", ack_policy=AckPolicy.EXPLICIT), now_ns=1)
+    assert info.value.err_code == 10099
+
+
+def test_concurrent_adds_resolve_the_same_way_everywhere():
+    a, b = Catalogue(), Catalogue()
+    add(a, "BASE", ["base"])
+    add(b, "BASE", ["base"])
+    op1 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.1"]), peers=("n0",), now_ns=1)
+    op2 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.2"]), peers=("n0",), now_ns=2)
+    for cat in (a, b):
+        apply(cat, op1)
+        apply(cat, op2)  # stale: the name was taken by op1 in between
+    assert a.stream("X").config.subjects == b.stream("X").config.subjects == ("x.1",)
+
+
+def test_snapshot_round_trip():
+    cat = Catalogue()
+    add(cat, "S", ["s.>"], replicas=3)
+    apply(cat, cat.prepare_add_consumer("S", ConsumerConfig(durable_name="D"), now_ns=1))
+    other = Catalogue()
+    other.restore(cat.snapshot())
+    assert other.streams.keys() == cat.streams.keys()
+    assert other.stream("S").config == cat.stream("S").config
+    assert other.consumer("S", "D") == cat.consumer("S", "D")
+    assert other.applied_index == cat.applied_index
