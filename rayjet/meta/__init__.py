@@ -4,7 +4,9 @@ from rayjet.meta.catalogue import (
     Catalogue,
     ConsumerAssignment,
     MetaOp,
+    Peers,
     StreamAssignment,
+    as_peers,
     decode_meta_op,
     encode_meta_op,
 )
@@ -13,7 +15,9 @@ __all__ = [
     "Catalogue",
     "ConsumerAssignment",
     "MetaOp",
+    "Peers",
     "StreamAssignment",
+    "as_peers",
     "decode_meta_op",
     "encode_meta_op",
 ]

@@ -30,6 +30,14 @@ from rayjet.errors import (
 )
 from rayjet.subjects import subjects_collide
 
+# a replica set: (replica id, Ray node id) pairs; replica ids are the raft node ids of the group
+Peers = tuple[tuple[str, str], ...]
+
+
+def as_peers(pairs) -> Peers:
+    return tuple((str(rid), str(node)) for rid, node in pairs)
+
+
 # op kinds: the numbers are on disk in every meta log; only add new ones at the end
 ADD_STREAM, UPDATE_STREAM, DELETE_STREAM, ADD_CONSUMER, DELETE_CONSUMER, SET_PEERS = range(1, 7)
 _OP_VERSION = 1
@@ -41,20 +49,20 @@ class MetaOp:
     stream: str
     config: dict[str, Any] | None = None  # NATS JSON of the config
     consumer: str = ""
-    peers: tuple[str, ...] = ()
+    peers: Peers = ()
     created_ns: int = 0
 
 
 def encode_meta_op(op: MetaOp) -> bytes:
     return msgpack.packb([_OP_VERSION, op.kind, op.stream, op.config, op.consumer,
-                          list(op.peers), op.created_ns], use_bin_type=True)
+                          [list(p) for p in op.peers], op.created_ns], use_bin_type=True)
 
 
 def decode_meta_op(raw: bytes) -> MetaOp:
     version, kind, stream, config, consumer, peers, created = msgpack.unpackb(raw, raw=False)
     if version != _OP_VERSION:
         raise BadRequestError(f"meta op version {version} is newer than this rayjet understands")
-    return MetaOp(kind, stream, config, consumer, tuple(peers), created)
+    return MetaOp(kind, stream, config, consumer, as_peers(peers), created)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +72,7 @@ class ConsumerAssignment:
     config: ConsumerConfig
     created_ns: int
     group: str
-    peers: tuple[str, ...]
+    peers: Peers
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ class StreamAssignment:
     config: StreamConfig
     created_ns: int
     group: str  # raft group of the replicas, unique per incarnation
-    peers: tuple[str, ...]  # Ray node ids holding a replica, leader preference first
+    peers: Peers  # (replica id, Ray node id), leader preference first
     consumers: dict[str, ConsumerAssignment] = field(default_factory=dict)
 
     @property
@@ -107,7 +115,7 @@ class Catalogue:
         return None
 
     # -- leader-side checks -----------------------------------------------------------------
-    def prepare_add_stream(self, cfg: StreamConfig, *, peers: tuple[str, ...],
+    def prepare_add_stream(self, cfg: StreamConfig, *, peers: Peers,
                            now_ns: int) -> MetaOp | StreamAssignment:
         """The op creating ``cfg``, or the existing assignment when the same config exists."""
         cfg = validate_stream_config(cfg)
@@ -123,14 +131,15 @@ class Catalogue:
         if len(peers) != cfg.num_replicas:
             raise error_for("CLUSTER_NO_PEERS",
                             err=f"need {cfg.num_replicas} replicas, placement gave {len(peers)}")
-        return MetaOp(ADD_STREAM, cfg.name, cfg.to_dict(), peers=tuple(peers), created_ns=now_ns)
+        return MetaOp(ADD_STREAM, cfg.name, cfg.to_dict(), peers=as_peers(peers),
+                      created_ns=now_ns)
 
     def prepare_update_stream(self, cfg: StreamConfig, *,
-                              peers: tuple[str, ...] | None = None) -> MetaOp:
+                              peers: Peers | None = None) -> MetaOp:
         old = self.stream(cfg.name)
         new = validate_stream_update(old.config, cfg)
         self._check_overlap(new, ignore=new.name)
-        peers = old.peers if peers is None else tuple(peers)
+        peers = old.peers if peers is None else as_peers(peers)
         if len(peers) != new.num_replicas:
             raise error_for("CLUSTER_NO_PEERS",
                             err=f"need {new.num_replicas} replicas, placement gave {len(peers)}")
@@ -141,7 +150,7 @@ class Catalogue:
         return MetaOp(DELETE_STREAM, name)
 
     def prepare_add_consumer(self, stream: str, cfg: ConsumerConfig, *, now_ns: int,
-                             peers: tuple[str, ...] | None = None
+                             peers: Peers | None = None
                              ) -> MetaOp | ConsumerAssignment:
         sa = self.stream(stream)
         others = [c.config for n, c in sa.consumers.items() if n != _consumer_name(cfg)]
@@ -159,7 +168,7 @@ class Catalogue:
             if 0 < limit <= len(sa.consumers):
                 raise MaximumConsumersError(
                     f"maximum consumers limit reached: stream {stream!r} allows {limit}")
-        use = tuple(peers) if peers is not None else (
+        use = as_peers(peers) if peers is not None else (
             existing.peers if existing else sa.peers)
         return MetaOp(ADD_CONSUMER, stream, cfg.to_dict(), consumer=name, peers=use,
                       created_ns=existing.created_ns if existing else now_ns)
@@ -219,8 +228,9 @@ class Catalogue:
     def snapshot(self) -> bytes:
         rows = []
         for sa in self.streams.values():
-            rows.append([sa.config.to_dict(), sa.created_ns, sa.group, list(sa.peers),
-                         [[c.name, c.config.to_dict(), c.created_ns, c.group, list(c.peers)]
+            rows.append([sa.config.to_dict(), sa.created_ns, sa.group, [list(p) for p in sa.peers],
+                         [[c.name, c.config.to_dict(), c.created_ns, c.group,
+                           [list(p) for p in c.peers]]
                           for c in sa.consumers.values()]])
         return msgpack.packb([_OP_VERSION, self.applied_index, rows], use_bin_type=True)
 
@@ -229,11 +239,11 @@ class Catalogue:
         streams: dict[str, StreamAssignment] = {}
         for cfg, created, group, peers, consumers in rows:
             config = StreamConfig.from_dict(cfg)
-            sa = StreamAssignment(config, created, group, tuple(peers))
+            sa = StreamAssignment(config, created, group, as_peers(peers))
             for name, ccfg, ccreated, cgroup, cpeers in consumers:
                 sa.consumers[name] = ConsumerAssignment(
                     config.name, name, ConsumerConfig.from_dict(ccfg), ccreated, cgroup,
-                    tuple(cpeers))
+                    as_peers(cpeers))
             streams[config.name] = sa
         self.streams = streams
         self.applied_index = applied

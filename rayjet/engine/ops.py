@@ -1,0 +1,222 @@
+"""Replicated stream operations and their compact wire form.
+
+An Op is what the leader proposes to raft and every replica applies in log order. The encoded
+form is one type byte followed by a msgpack array of the op's fields. Type bytes and field
+positions are append-only: never renumber or reorder; new fields go at the end and decoders
+fill missing trailing fields with their defaults, so old logs stay readable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from rayjet.errors import BadRequestError
+
+# -- type bytes (only add to the end) --------------------------------------------------------
+OP_MSG = 1
+OP_BATCH = 2
+OP_SKIP = 3
+OP_PURGE = 4
+OP_DELETE = 5
+OP_CONFIG = 6
+OP_ACK = 7
+OP_CONSUMER = 8
+
+# -- MsgOp.flags bits (only add) -----------------------------------------------------------
+F_ROLLUP_SUB = 1
+F_ROLLUP_ALL = 2
+F_NO_INTEREST = 4  # interest retention and nobody listens: record the seq, store nothing
+F_COUNTER = 8  # data is a counter value {"val":"N"}
+F_MARKER = 16  # a subject delete marker written for an expired subject
+
+SCHED_PURGE = -1  # MsgOp.sched_next: the fired schedule was one-shot, purge it
+
+
+@dataclass(frozen=True, slots=True)
+class MsgOp:
+    """Store one message at ``seq`` with the leader's timestamp ``ts``.
+
+    Everything a replica needs is precomputed by the leader: ``ttl`` in seconds (-1 never),
+    the dedup id, rollup/counter flags, the schedule this message starts (``sched``: first
+    fire time, ns) and, for a message fired by a schedule, the schedule subject and its next
+    fire time (``sched_next``, :data:`SCHED_PURGE` for one-shot schedules).
+    """
+
+    seq: int
+    ts: int
+    subject: str
+    hdr: bytes = b""
+    data: bytes = b""
+    ttl: int = 0
+    msg_id: str = ""
+    flags: int = 0
+    sched: int = 0
+    scheduler: str = ""
+    sched_next: int = 0
+    pid: int = 0  # proposer id: a rejected op poisons the later ops of the same proposer
+
+    code = OP_MSG
+
+    def fields(self) -> list[Any]:
+        return [self.seq, self.ts, self.subject, self.hdr, self.data, self.ttl, self.msg_id,
+                self.flags, self.sched, self.scheduler, self.sched_next, self.pid]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOp:
+    """An atomic batch: every message is stored, in order, or none is."""
+
+    batch_id: str
+    msgs: tuple[MsgOp, ...]
+    pid: int = 0
+
+    code = OP_BATCH
+
+    @property
+    def seq(self) -> int:
+        return self.msgs[0].seq if self.msgs else 0
+
+    def fields(self) -> list[Any]:
+        return [self.batch_id, [m.fields() for m in self.msgs], self.pid]
+
+
+@dataclass(frozen=True, slots=True)
+class SkipOp:
+    """Advance the last sequence by ``num`` without storing (recorded as deleted)."""
+
+    seq: int
+    num: int = 1
+    pid: int = 0
+
+    code = OP_SKIP
+
+    def fields(self) -> list[Any]:
+        return [self.seq, self.num, self.pid]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeOp:
+    """NATS purge: everything, or messages on ``subject`` below ``seq`` keeping ``keep``."""
+
+    subject: str = ""
+    seq: int = 0
+    keep: int = 0
+
+    code = OP_PURGE
+
+    def fields(self) -> list[Any]:
+        return [self.subject, self.seq, self.keep]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    seq: int
+    erase: bool = False
+
+    code = OP_DELETE
+
+    def fields(self) -> list[Any]:
+        return [self.seq, self.erase]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateConfigOp:
+    """A new stream configuration, carried as its wire dict (StreamConfig.to_dict())."""
+
+    config: dict = field(default_factory=dict)
+
+    code = OP_CONFIG
+
+    def fields(self) -> list[Any]:
+        return [dict(self.config)]
+
+    def stream_config(self):
+        from rayjet.api import StreamConfig
+
+        return StreamConfig.from_dict(self.config)
+
+
+@dataclass(frozen=True, slots=True)
+class AckOp:
+    """Consumer ``consumer`` acknowledged stream sequence ``seq`` (interest/work-queue)."""
+
+    consumer: str
+    seq: int
+
+    code = OP_ACK
+
+    def fields(self) -> list[Any]:
+        return [self.consumer, self.seq]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOp:
+    """Register (or, with ``remove``, unregister) a consumer's interest through the log."""
+
+    name: str
+    filters: tuple[str, ...] = ()
+    start_seq: int = 0
+    remove: bool = False
+
+    code = OP_CONSUMER
+
+    def fields(self) -> list[Any]:
+        return [self.name, list(self.filters), self.start_seq, self.remove]
+
+
+Op = MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
+
+_PACK = msgpack.Packer(use_bin_type=True).pack
+
+
+def encode_op(op: Op) -> bytes:
+    """One type byte, then the msgpack array of the op's fields."""
+    return bytes((op.code,)) + _PACK(op.fields())
+
+
+def _msg(f: list[Any]) -> MsgOp:
+    # fast path for the current layout; older (shorter) entries take the defaults
+    if len(f) == 12:
+        return MsgOp(*f)
+    return MsgOp(*f[:12])
+
+
+def _batch(f: list[Any]) -> BatchOp:
+    return BatchOp(f[0], tuple(_msg(m) for m in f[1]), *f[2:3])
+
+
+def _consumer(f: list[Any]) -> ConsumerOp:
+    return ConsumerOp(f[0], tuple(f[1]), *f[2:4])
+
+
+_DECODERS = {
+    OP_MSG: _msg,
+    OP_BATCH: _batch,
+    OP_SKIP: lambda f: SkipOp(*f[:3]),
+    OP_PURGE: lambda f: PurgeOp(*f[:3]),
+    OP_DELETE: lambda f: DeleteOp(*f[:2]),
+    OP_CONFIG: lambda f: UpdateConfigOp(f[0]),
+    OP_ACK: lambda f: AckOp(*f[:2]),
+    OP_CONSUMER: _consumer,
+}
+
+
+def decode_op(buf: bytes) -> Op:
+    if not buf:
+        raise BadRequestError("empty stream op")
+    decoder = _DECODERS.get(buf[0])
+    if decoder is None:
+        raise BadRequestError(f"unknown stream op type {buf[0]}: written by a newer version?")
+    fields = msgpack.unpackb(memoryview(buf)[1:], raw=False, use_list=True)
+    return decoder(fields)
+
+
+__all__ = [
+    "F_COUNTER", "F_MARKER", "F_NO_INTEREST", "F_ROLLUP_ALL", "F_ROLLUP_SUB", "OP_ACK",
+    "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_SKIP",
+    "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp", "MsgOp", "Op", "PurgeOp",
+    "SkipOp", "UpdateConfigOp", "decode_op", "encode_op",
+]

@@ -1,0 +1,775 @@
+"""StreamEngine: the deterministic state machine of one stream replica.
+
+Leader only: ``prepare_*`` check a request against the applied state plus the proposals in
+flight, fix the sequence and timestamp, and return an Op to propose (or a duplicate PubAck,
+or raise the typed NATS error). Every replica: ``apply``/``apply_batch`` committed ops in log
+order. An op whose seq is not ``last_seq + 1`` (proposed on a stale state) is skipped the
+same way everywhere, and so is every later op of the same proposer, whose checks assumed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgpack
+
+from rayjet.api import PubAck, StreamConfig
+from rayjet.api import headers as H
+from rayjet.api.enums import DiscardPolicy, RetentionPolicy
+from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
+from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
+from rayjet.engine import checks as C
+from rayjet.engine import schedules as S
+from rayjet.engine.batch import Staged, check_batch_id, check_batch_size
+from rayjet.engine.counters import ack_value, counter_payload, counter_value
+from rayjet.engine.dedup import DedupTable
+from rayjet.engine.ops import (
+    F_COUNTER,
+    F_MARKER,
+    F_NO_INTEREST,
+    F_ROLLUP_ALL,
+    F_ROLLUP_SUB,
+    SCHED_PURGE,
+    AckOp,
+    BatchOp,
+    ConsumerOp,
+    DeleteOp,
+    MsgOp,
+    Op,
+    PurgeOp,
+    SkipOp,
+    UpdateConfigOp,
+)
+from rayjet.engine.pending import Pending
+from rayjet.engine.recovery import rebuild_from_store
+from rayjet.engine.results import ApplyResult, ExpireResult, Republish
+from rayjet.engine.retention import Interest
+from rayjet.engine.storeconf import updated_store_config
+from rayjet.errors import (
+    APIError,
+    DuplicateInProcessError,
+    ExpectedStreamMismatchError,
+    InvalidSubjectError,
+    MessageTooBigError,
+    NotFoundError,
+    NotLeaderError,
+    StreamSealedError,
+    WrongLastMsgIdError,
+    WrongLastSequenceError,
+    error_for,
+)
+from rayjet.storage import limits as L
+from rayjet.storage.record import record_size
+from rayjet.subjects import SubjectTransform, matches_any, subject_matches, validate_subject
+
+_SNAP_VERSION = 1
+_SUBJECT_CACHE = 4096
+_RUN_FLAGS = F_ROLLUP_SUB | F_ROLLUP_ALL | F_NO_INTEREST
+
+
+def _encode(h: Mapping[str, str]) -> bytes:
+    if not h:
+        return b""
+    block = "NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+    out = block.encode()
+    if len(out) > H.MAX_HEADER_BYTES:
+        raise error_for("STREAM_HEADER_TOO_BIG")
+    return out
+
+
+class StreamEngine:
+    def __init__(self, config: StreamConfig, store, clock: Clock = SYSTEM_CLOCK, *,
+                 rebuild: bool = True) -> None:
+        self.store = store
+        self.clock = clock
+        self.dedup = DedupTable()
+        self.schedules = S.Schedules()
+        self.interest = Interest()
+        self.pending = Pending()
+        self._markers: list[tuple[str, bytes]] = []
+        self._last_seq = 0
+        self._last_ts = 0
+        self._last_msg_id = ""
+        self._bad_pid = 0
+        self._leader = False
+        self._epoch = 0
+        self._gen = 0
+        self._pid = 0
+        # validation also switches on what features imply (schedules and markers need rollups)
+        self._set_config(validate_stream_config(config, create=False))
+        if hasattr(store, "marker_handler"):
+            # markers are proposed by the leader so every replica stores the same ones
+            store.marker_handler = self._on_marker
+        st = store.fast_state()
+        if st.last_seq == 0 and self.config.first_seq > 1:
+            store.skip_msgs(1, self.config.first_seq - 1)
+        if rebuild:
+            self.rebuild()
+
+    # -- config ------------------------------------------------------------------------------
+    def _set_config(self, cfg: StreamConfig) -> None:
+        self.config = cfg
+        self.name = cfg.name
+        self._subjects = tuple(cfg.subjects)
+        st = cfg.subject_transform
+        self._transform = SubjectTransform(st.src, st.dest) if st and st.dest else None
+        rp = cfg.republish
+        self._republish = SubjectTransform(rp.src or ">", rp.dest) if rp and rp.dest else None
+        self._rp_headers_only = bool(rp and rp.headers_only)
+        self._window_ns = int((cfg.duplicate_window or 0) * NANOS_PER_SECOND)
+        self._max_size = cfg.max_msg_size if cfg.max_msg_size > 0 else 0
+        self._interest_ret = cfg.retention is RetentionPolicy.INTEREST
+        self.interest.retention = cfg.retention
+        self._sdm_ttl = int(cfg.subject_delete_marker_ttl or 0)
+        self._subject_cache: dict[str, str] = {}
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    # -- leadership ----------------------------------------------------------------------------
+    def set_leader(self, epoch: int) -> None:
+        """Start proposing; ``epoch`` must differ between leaderships (e.g. the raft term)."""
+        self._leader = True
+        self._epoch = epoch
+        self._gen = 0
+        self._resync()
+
+    def set_follower(self) -> None:
+        self._leader = False
+        self.pending.reset(self._last_seq, self._last_ts, self._last_msg_id)
+        self.schedules.inflight.clear()
+
+    def _resync(self) -> None:
+        self._gen += 1
+        self._pid = (self._epoch << 20) | (self._gen & 0xFFFFF)
+        self.pending.reset(self._last_seq, self._last_ts, self._last_msg_id)
+        self.schedules.inflight.clear()
+
+    def _check_leader(self) -> None:
+        if not self._leader:
+            raise NotLeaderError(group=self.name)
+
+    # -- publish -------------------------------------------------------------------------------
+    def _headers(self, headers) -> tuple[bytes, dict[str, str] | None]:
+        if not headers:
+            return b"", None
+        if isinstance(headers, bytes | bytearray | memoryview):
+            hdr = bytes(headers)
+            if len(hdr) > H.MAX_HEADER_BYTES:
+                raise error_for("STREAM_HEADER_TOO_BIG")
+            return hdr, H.decode_headers(hdr)
+        h = H.validate_headers(headers)
+        return _encode(h), h
+
+    def _subject(self, subject: str) -> str:
+        """The stored subject of a publish to ``subject`` (ingest transform applied)."""
+        out = self._subject_cache.get(subject)
+        if out is not None:
+            return out
+        validate_subject(subject)
+        if not matches_any(subject, self._subjects):
+            raise InvalidSubjectError(
+                f"subject {subject!r} is not captured by stream {self.name!r} "
+                f"(subjects: {', '.join(self._subjects)})")
+        out = subject
+        if self._transform is not None:
+            out = self._transform.match(subject) or subject
+        if len(self._subject_cache) >= _SUBJECT_CACHE:
+            self._subject_cache.clear()
+        self._subject_cache[subject] = out
+        return out
+
+    def _refuse_writes(self) -> None:
+        if self.config.sealed:
+            raise StreamSealedError()
+        if self.config.mirror is not None:
+            raise error_for("MIRROR_DIRECT_PUBLISH")
+
+    def prepare_publish(self, subject: str, data: bytes = b"",
+                        headers: Mapping[str, str] | bytes | None = None) -> MsgOp | PubAck:
+        """The op storing one published message, or the PubAck of the stored duplicate."""
+        self._check_leader()
+        self._refuse_writes()
+        hdr, h = self._headers(headers)
+        out = self._check(subject, data or b"", hdr, h, None)
+        if isinstance(out, PubAck):
+            return out
+        return self._commit(out)
+
+    def prepare_batch(self, msgs: Iterable, batch_id: str = "") -> BatchOp:
+        """One op storing all of ``msgs`` ((subject, data[, headers]) items) or none."""
+        self._check_leader()
+        self._refuse_writes()
+        if not self.config.allow_atomic_publish:
+            raise error_for("ATOMIC_PUBLISH_DISABLED")
+        if batch_id:
+            check_batch_id(batch_id)
+        items = list(msgs)
+        check_batch_size(len(items))
+        stage = Staged()
+        checked = []
+        for item in items:
+            subject, data = item[0], item[1] or b""
+            hdr, h = self._headers(item[2] if len(item) > 2 else None)
+            if h and H.EXPECTED_LAST_MSG_ID in h:
+                raise error_for("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=H.EXPECTED_LAST_MSG_ID)
+            c = self._check(subject, data, hdr, h, stage)
+            stage.add(c[0], c[8], c[4], c[9])
+            checked.append(c)
+        return BatchOp(batch_id, tuple(self._commit(c) for c in checked), self._pid)
+
+    def _check(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
+               stage: Staged | None):
+        """All refusals of one message; returns the checked tuple or a duplicate PubAck."""
+        cfg = self.config
+        subject = self._subject(subject)
+        if self._max_size and len(hdr) + len(data) > self._max_size:
+            raise MessageTooBigError()
+        pending = self.pending
+        ttl, msg_id, flags, sched, scheduler, sched_next, counter = 0, "", 0, 0, "", 0, None
+        dirty = False
+        if h:
+            incr = C.check_incr(h, data, cfg.allow_msg_counter)
+            expected = h.get(H.EXPECTED_STREAM)
+            if expected and expected != self.name:
+                raise ExpectedStreamMismatchError()
+            ttl = C.check_ttl(h, cfg.allow_msg_ttl)
+            msg_id = h.get(H.MSG_ID, "")
+            if msg_id and self._window_ns:
+                if stage is not None and msg_id in stage.ids:
+                    raise error_for("ATOMIC_PUBLISH_DUPLICATE")
+                seq = self.dedup.get(msg_id, self.clock.now_ns(), self._window_ns)
+                if seq:
+                    if stage is not None:
+                        raise error_for("ATOMIC_PUBLISH_DUPLICATE")
+                    return PubAck(stream=self.name, seq=seq, duplicate=True)
+                if msg_id in pending.ids:
+                    raise DuplicateInProcessError()
+            if h.get(H.STREAM_SOURCE):
+                raise error_for("MESSAGE_SOURCE_HDR_NOT_ALLOWED")
+        else:
+            incr = None
+        if incr is None and cfg.allow_msg_counter:
+            raise error_for("MESSAGE_INCR_MISSING")
+        if incr is not None:
+            counter = self._counter_base(subject, stage) + incr
+            data = counter_payload(counter)
+            flags |= F_COUNTER
+            if self._max_size and len(hdr) + len(data) > self._max_size:
+                raise MessageTooBigError()
+        if h:
+            self._check_expected(h, subject, stage)
+            sched = C.check_schedule(h, subject, self._subjects, cfg.allow_msg_schedules,
+                                     cfg.allow_msg_ttl, self.clock.now_ns())
+            dirty = bool(sched)
+            scheduler = C.check_scheduler(h, subject, cfg.allow_msg_schedules,
+                                          self._is_schedule_subject)
+            if scheduler:
+                sched_next = SCHED_PURGE
+            flags |= C.rollup_flags(h, cfg.allow_rollup_hdrs, cfg.deny_purge)
+            if flags & (F_ROLLUP_SUB | F_ROLLUP_ALL) and stage is not None:
+                if flags & F_ROLLUP_ALL and not stage.first:
+                    raise error_for("STREAM_ROLLUP_FAILED", "batch rollup all invalid")
+                if flags & F_ROLLUP_SUB and subject in stage.subjects:
+                    raise error_for("STREAM_ROLLUP_FAILED", "batch rollup sub invalid")
+            last_id = h.get(H.EXPECTED_LAST_MSG_ID)
+            if last_id and last_id != pending.last_msg_id:
+                raise WrongLastMsgIdError(id=pending.last_msg_id)
+            if ttl > 0 and self._sdm_ttl and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl:
+                # a marker must outlive the messages it stands for
+                ttl = self._sdm_ttl
+                h[H.TTL] = str(ttl)
+                dirty = True
+            if dirty:
+                hdr = _encode(h)
+        size = record_size(len(subject.encode()), len(hdr), len(data))
+        if cfg.discard is DiscardPolicy.NEW:
+            self._check_discard_new(subject, size, flags, stage)
+        if self._interest_ret and not self.interest.has_interest(subject):
+            flags |= F_NO_INTEREST
+        return (subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size, counter,
+                sched_next)
+
+    def _commit(self, c) -> MsgOp:
+        subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size, counter, snext = c
+        pending = self.pending
+        seq = pending.next_seq
+        pending.next_seq = seq + 1
+        ts = self.clock.now_ns()
+        if ts <= pending.last_ts:
+            ts = pending.last_ts  # never let time run backwards inside the stream
+        pending.last_ts = ts
+        pending.add(seq, subject, size, msg_id, counter, bool(sched))
+        return MsgOp(seq, ts, subject, hdr, data, ttl, msg_id, flags, sched, scheduler, snext,
+                     self._pid)
+
+    def _counter_base(self, subject: str, stage: Staged | None) -> int:
+        if stage is not None and subject in stage.counters:
+            return stage.counters[subject]
+        sp = self.pending.subjects.get(subject)
+        if sp is not None and sp.counter is not None:
+            return sp.counter
+        try:
+            last = self.store.load_last_msg(subject)
+        except NotFoundError:
+            return 0
+        return counter_value(last.data)
+
+    def _check_expected(self, h: dict[str, str], subject: str, stage: Staged | None) -> None:
+        pending = self.pending
+        seq = C.int_header(h, H.EXPECTED_LAST_SEQ)
+        if seq is not None:
+            if stage is not None and not stage.first:
+                raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+            if seq != pending.next_seq - 1:
+                raise WrongLastSequenceError(seq=pending.next_seq - 1)
+        seq = C.int_header(h, H.EXPECTED_LAST_SUBJECT_SEQ)
+        override = h.get(H.EXPECTED_LAST_SUBJECT_SEQ_SUBJECT, "")
+        if seq is None:
+            if override:
+                raise error_for("STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID")
+            return
+        target = override or subject
+        if stage is not None and any(subject_matches(s, target) for s in stage.subjects):
+            raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+        sp = pending.subjects.get(target)
+        if sp is not None:
+            last = sp.last_seq  # pipelined: the last proposal on the subject
+        elif override and any(subject_matches(s, target) for s in pending.subjects):
+            raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+        else:
+            try:
+                last = self.store.load_last_msg(target).seq
+            except NotFoundError:
+                last = 0
+        if last != seq:
+            raise WrongLastSequenceError(seq=last)
+
+    def _check_discard_new(self, subject: str, size: int, flags: int,
+                           stage: Staged | None) -> None:
+        cfg, pending = self.config, self.pending
+        staged_msgs = stage.msgs if stage is not None else 0
+        staged_bytes = stage.bytes if stage is not None else 0
+        if cfg.max_msgs > 0 or cfg.max_bytes > 0:
+            st = self.store.fast_state()
+            if cfg.max_msgs > 0 and st.msgs + pending.msgs + staged_msgs + 1 > cfg.max_msgs:
+                raise L.limit_error(L.MAX_MSGS)
+            if cfg.max_bytes > 0 and st.bytes + pending.bytes + staged_bytes + size > cfg.max_bytes:
+                raise L.limit_error(L.MAX_BYTES)
+        per = cfg.max_msgs_per_subject
+        if cfg.discard_new_per_subject and per > 0 and not flags & (F_ROLLUP_SUB | F_ROLLUP_ALL):
+            count = self.store.subjects_totals(subject).get(subject, 0)
+            sp = pending.subjects.get(subject)
+            count += sp.ops if sp is not None else 0
+            count += stage.subjects.get(subject, 0) if stage is not None else 0
+            if count + 1 > per:
+                raise L.limit_error(L.MAX_MSGS_PER_SUBJECT)
+
+    def _is_schedule_subject(self, subject: str) -> bool:
+        """Whether ``subject`` holds a schedule (or nothing): Nats-Schedule-Next purge targets."""
+        sp = self.pending.subjects.get(subject)
+        if sp is not None:
+            return sp.schedule
+        if subject in self.schedules.by_subject:
+            return True
+        try:
+            last = self.store.load_last_msg(subject)
+        except NotFoundError:
+            return True
+        return bool(last.hdr) and L.header_value(last.hdr, S.SCHEDULE) is not None
+
+    # -- other requests ------------------------------------------------------------------------
+    def prepare_purge(self, subject: str | None = None, seq: int | None = None,
+                      keep: int | None = None) -> PurgeOp:
+        self._check_leader()
+        if self.config.sealed:
+            raise StreamSealedError()
+        if self.config.deny_purge:
+            raise error_for("STREAM_PURGE_FAILED", "stream purge not permitted")
+        if seq and keep:
+            raise error_for("STREAM_PURGE_FAILED", "can not both set seq and keep")
+        if subject and subject != ">":
+            from rayjet.subjects import validate_filter
+
+            validate_filter(subject)
+        return PurgeOp(subject or "", seq or 0, keep or 0)
+
+    def prepare_delete(self, seq: int, erase: bool = False) -> DeleteOp:
+        self._check_leader()
+        if self.config.sealed:
+            raise StreamSealedError()
+        if self.config.deny_delete:
+            raise error_for("STREAM_MSG_DELETE_FAILED", "message delete not permitted")
+        if seq not in self.pending.by_seq:
+            try:
+                self.store.load_msg(seq)
+            except NotFoundError:
+                raise error_for("STREAM_MSG_DELETE_FAILED", "no message found") from None
+        return DeleteOp(seq, bool(erase))
+
+    def prepare_update(self, config: StreamConfig) -> UpdateConfigOp:
+        """Checks the editable-field rules; the new limits reach the store when applied."""
+        self._check_leader()
+        new = validate_stream_update(self.config, config.with_defaults())
+        return UpdateConfigOp(new.to_dict())
+
+    def prepare_skip(self, num: int = 1) -> SkipOp:
+        self._check_leader()
+        return SkipOp(self.pending.skip(num), num, self._pid)
+
+    def prepare_ack(self, consumer: str, seq: int) -> AckOp:
+        return AckOp(consumer, seq)
+
+    def prepare_consumer(self, name: str, filters: Iterable[str] = (), start_seq: int = 0,
+                         remove: bool = False) -> ConsumerOp:
+        filters = tuple(filters)
+        if not remove and name not in self.interest.consumers:
+            mc = self.config.max_consumers
+            if mc > 0 and len(self.interest) >= mc:
+                raise error_for("CONSUMER_MAX_CONSUMERS")
+        return ConsumerOp(name, filters, start_seq, remove)
+
+    # -- consumers (local hook) ------------------------------------------------------------------
+    def register_consumer(self, name: str, filters: Iterable[str] = (), start_seq: int = 0) -> None:
+        """A consumer exists with these filters and needs sequences >= ``start_seq``."""
+        self.interest.register(name, tuple(filters), start_seq, self.config.max_consumers)
+
+    def unregister_consumer(self, name: str) -> int:
+        """Forget a consumer; under interest retention removes what nobody needs any more.
+        Returns how many messages were removed."""
+        if not self.interest.unregister(name):
+            return 0
+        if self.config.retention is not RetentionPolicy.INTEREST:
+            return 0
+        removed = 0
+        store, interest = self.store, self.interest
+        seq = 0
+        while True:
+            try:
+                msg, seq = store.load_next_msg(">", True, seq + 1)
+            except NotFoundError:
+                break
+            if not interest.needed(seq, msg.subject):
+                removed += bool(store.remove_msg(seq))
+                interest.forget(seq)
+        return removed
+
+    # -- apply -----------------------------------------------------------------------------------
+    def apply(self, op: Op) -> ApplyResult:
+        t = type(op)
+        if t is MsgOp:
+            if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
+                return self._reject(op)
+            if op.flags & F_NO_INTEREST:
+                self.store.skip_msg(op.seq)
+            else:
+                self.store.store_raw(op.subject, op.hdr, op.data, op.seq, op.ts, op.ttl)
+            return self._stored(op)
+        if t is BatchOp:
+            return self._apply_atomic(op)
+        if t is SkipOp:
+            if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
+                return self._reject(op)
+            self.store.skip_msgs(op.seq, op.num)
+            self._last_seq = op.seq + op.num - 1
+            if self._leader and self.pending.next_seq <= self._last_seq:
+                self.pending.next_seq = self._last_seq + 1
+            return ApplyResult(op, value=op.num)
+        if t is PurgeOp:
+            return self._apply_purge(op)
+        if t is DeleteOp:
+            return self._apply_delete(op)
+        if t is UpdateConfigOp:
+            return self._apply_config(op)
+        if t is AckOp:
+            return self._apply_ack(op)
+        if t is ConsumerOp:
+            return self._apply_consumer(op)
+        raise TypeError(f"not a stream op: {op!r}")
+
+    def apply_batch(self, ops: Iterable[Op]) -> list[ApplyResult]:
+        """Apply committed ops in order; runs of plain messages go to the store in one write."""
+        out: list[ApplyResult] = []
+        raw_batch = getattr(self.store, "store_raw_batch", None)
+        run: list[MsgOp] = []
+        expect = self._last_seq + 1
+        for op in ops:
+            if (raw_batch is not None and type(op) is MsgOp and not op.flags & _RUN_FLAGS
+                    and not op.scheduler and op.seq == expect
+                    and not (op.pid and op.pid == self._bad_pid)):
+                run.append(op)
+                expect += 1
+                continue
+            if run:
+                out.extend(self._store_run(run, raw_batch))
+                run = []
+            out.append(self.apply(op))
+            expect = self._last_seq + 1
+        if run:
+            out.extend(self._store_run(run, raw_batch))
+        return out
+
+    def _store_run(self, run: list[MsgOp], raw_batch) -> list[ApplyResult]:
+        raw_batch([(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl) for m in run])
+        return [self._stored(m) for m in run]
+
+    def _reject(self, op) -> ApplyResult:
+        if op.pid:
+            self._bad_pid = op.pid
+            if self._leader and op.pid == self._pid:
+                self._resync()
+        seq = getattr(op, "seq", 0)
+        err = error_for("STREAM_SEQUENCE_NOT_MATCH",
+                        f"expected stream sequence does not match: op for {seq}, "
+                        f"last sequence {self._last_seq}")
+        return ApplyResult(op, ok=False, error=err, stream=self.name)
+
+    def _stored(self, op: MsgOp) -> ApplyResult:
+        """Bookkeeping after the store took ``op``: dedup, rollup, schedules, acks."""
+        seq = op.seq
+        self._last_seq = seq
+        self._last_ts = op.ts
+        self._last_msg_id = op.msg_id
+        flags = op.flags
+        if op.msg_id and self._window_ns:
+            self.dedup.add(op.msg_id, seq, op.ts)
+        if flags & (F_ROLLUP_SUB | F_ROLLUP_ALL):
+            keep = 0 if flags & F_NO_INTEREST else 1
+            self.store.purge_ex(op.subject if flags & F_ROLLUP_SUB else "", 0, keep)
+        sch = self.schedules
+        if op.sched:
+            sch.add(op.subject, seq, op.sched)
+        elif sch.by_subject and not op.scheduler:
+            sch.remove(op.subject)
+        if op.scheduler:
+            if op.sched_next == SCHED_PURGE:
+                self.store.purge_ex(op.scheduler)
+                sch.remove(op.scheduler)
+            else:
+                sch.update(op.scheduler, op.sched_next)
+        res = ApplyResult(op, seq=seq, stream=self.name)
+        if flags & F_COUNTER:
+            res.val = ack_value(op.data)
+        if self._leader:
+            self.pending.applied(seq)
+            if self._republish is not None and not flags & F_NO_INTEREST:
+                rp = self._republish_msg(op)
+                if rp is not None:
+                    res.republish.append(rp)
+        return res
+
+    def _apply_atomic(self, op: BatchOp) -> ApplyResult:
+        msgs = op.msgs
+        if not msgs or (op.pid and op.pid == self._bad_pid) or msgs[0].seq != self._last_seq + 1:
+            return self._reject(op)
+        for i, m in enumerate(msgs):
+            if m.seq != msgs[0].seq + i:
+                return self._reject(op)
+        raw_batch = getattr(self.store, "store_raw_batch", None)
+        plain = raw_batch is not None and not any(
+            m.flags & _RUN_FLAGS or m.scheduler for m in msgs)
+        if plain:
+            results = self._store_run(list(msgs), raw_batch)
+        else:
+            results = []
+            for m in msgs:
+                if m.flags & F_NO_INTEREST:
+                    self.store.skip_msg(m.seq)
+                else:
+                    self.store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
+                results.append(self._stored(m))
+        last = results[-1]
+        res = ApplyResult(op, seq=last.seq, stream=self.name, batch=op.batch_id or None,
+                          count=len(msgs), value=[r.seq for r in results])
+        for r in results:
+            res.republish.extend(r.republish)
+        return res
+
+    def _republish_msg(self, op: MsgOp) -> Republish | None:
+        try:
+            dest = self._republish.match(op.subject)
+        except APIError:
+            return None
+        if not dest:
+            return None
+        last = 0
+        try:
+            last = self.store.load_prev_msg(op.seq - 1, op.subject, False)[1] if op.seq > 1 else 0
+        except NotFoundError:
+            last = 0
+        ts = S.format_ns(op.ts)
+        extra = (f"Nats-Stream: {self.name}\r\nNats-Subject: {op.subject}\r\n"
+                 f"Nats-Sequence: {op.seq}\r\nNats-Time-Stamp: {ts}\r\n"
+                 f"Nats-Last-Sequence: {last}\r\n")
+        if self._rp_headers_only:
+            extra += f"Nats-Msg-Size: {len(op.data)}\r\n"
+        base = op.hdr[:-2].decode() if op.hdr else "NATS/1.0\r\n"
+        hdr = (base + extra + "\r\n").encode()
+        return Republish(dest, hdr, b"" if self._rp_headers_only else op.data)
+
+    def _apply_purge(self, op: PurgeOp) -> ApplyResult:
+        if self.config.sealed or self.config.deny_purge:
+            err = StreamSealedError() if self.config.sealed else error_for(
+                "STREAM_PURGE_FAILED", "stream purge not permitted")
+            return ApplyResult(op, ok=False, error=err, value=0)
+        if not op.subject and not op.seq and not op.keep:
+            n = self.store.purge()
+        else:
+            n = self.store.purge_ex(op.subject, op.seq, op.keep)
+        if self.interest.consumers:
+            self.interest.prune(self.store.fast_state().first_seq)
+        return ApplyResult(op, value=n)
+
+    def _apply_delete(self, op: DeleteOp) -> ApplyResult:
+        if self.config.sealed or self.config.deny_delete:
+            err = StreamSealedError() if self.config.sealed else error_for(
+                "STREAM_MSG_DELETE_FAILED", "message delete not permitted")
+            return ApplyResult(op, ok=False, error=err, value=False)
+        ok = self.store.erase_msg(op.seq) if op.erase else self.store.remove_msg(op.seq)
+        self.interest.forget(op.seq)
+        if not ok:
+            return ApplyResult(op, ok=False, value=False,
+                               error=error_for("STREAM_MSG_DELETE_FAILED", "no message found"))
+        return ApplyResult(op, value=True)
+
+    def _apply_config(self, op: UpdateConfigOp) -> ApplyResult:
+        cfg = op.stream_config().with_defaults()
+        self._set_config(cfg)
+        self.store.update_config(updated_store_config(cfg, self.store.config))
+        return ApplyResult(op, value=cfg)
+
+    def _apply_ack(self, op: AckOp) -> ApplyResult:
+        if not self.interest.removes_on_ack:
+            return ApplyResult(op, value=False)
+        try:
+            msg = self.store.load_msg(op.seq)
+        except NotFoundError:
+            self.interest.forget(op.seq)
+            return ApplyResult(op, value=False)
+        if self.interest.ack(op.consumer, op.seq, msg.subject):
+            return ApplyResult(op, value=bool(self.store.remove_msg(op.seq)))
+        return ApplyResult(op, value=False)
+
+    def _apply_consumer(self, op: ConsumerOp) -> ApplyResult:
+        if op.remove:
+            return ApplyResult(op, value=self.unregister_consumer(op.name))
+        try:
+            self.register_consumer(op.name, op.filters, op.start_seq)
+        except APIError as err:
+            return ApplyResult(op, ok=False, error=err)
+        return ApplyResult(op, value=True)
+
+    # -- upkeep ----------------------------------------------------------------------------------
+    def _on_marker(self, subject: str, hdr: bytes) -> None:
+        self._markers.append((subject, hdr))
+
+    def expire(self, now: int | None = None) -> ExpireResult:
+        """Local upkeep with this replica's clock: max_age/TTL removal (the store), dedup
+        window pruning. On the leader the subject delete markers to propose come back as ops."""
+        now = self.clock.now_ns() if now is None else now
+        res = ExpireResult(removed=self.store.expire(now))
+        if self._window_ns:
+            res.pruned_ids = self.dedup.prune(now, self._window_ns)
+        markers, self._markers = self._markers, []
+        if self._leader:
+            for subject, hdr in markers:
+                if subject in self.pending.subjects:
+                    continue
+                try:
+                    self.store.load_last_msg(subject)
+                    continue  # a newer message arrived meanwhile
+                except NotFoundError:
+                    pass
+                size = record_size(len(subject.encode()), len(hdr), 0)
+                res.ops.append(self._commit((subject, hdr, b"", self._sdm_ttl, "", F_MARKER, 0,
+                                             "", size, None, 0)))
+        return res
+
+    def due(self, now: int | None = None) -> list[MsgOp]:
+        """Leader: the ops publishing every schedule due at ``now`` to its target."""
+        self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out: list[MsgOp] = []
+        sch = self.schedules
+        for subject, seq, fire in sch.due(now):
+            try:
+                msg = self.store.load_msg(seq)
+            except NotFoundError:
+                sch.remove(subject)
+                continue
+            h = H.decode_headers(msg.hdr)
+            pattern = h.get(S.SCHEDULE, "")
+            parsed = S.parse_schedule(pattern, msg.ts) if pattern else None
+            target = h.get(S.SCHEDULE_TARGET, "")
+            if parsed is None or not target:
+                sch.remove(subject)
+                continue
+            every = parsed[1]
+            nxt = S.next_fire(fire, every, now) if every else SCHED_PURGE
+            data = msg.data
+            source = h.get(S.SCHEDULE_SOURCE, "")
+            if source:
+                try:
+                    src = self.store.load_last_msg(source)
+                    data, h = src.data, {**H.decode_headers(src.hdr), **{
+                        k: v for k, v in h.items() if k.startswith("Nats-Schedule")}}
+                except NotFoundError:
+                    pass
+            fh = S.fired_headers(h, subject, S.format_ns(nxt) if every else S.SCHEDULE_NEXT_PURGE)
+            try:
+                flags = C.rollup_flags(fh, True, False)
+                ttl = C.check_ttl(fh, True)
+                hdr = _encode(fh)
+                tsubj = self._subject(target)
+            except APIError:
+                sch.remove(subject)
+                continue
+            size = record_size(len(tsubj.encode()), len(hdr), len(data))
+            if self._interest_ret and not self.interest.has_interest(tsubj):
+                flags |= F_NO_INTEREST
+            out.append(self._commit((tsubj, hdr, data, ttl, "", flags, 0, subject, size, None,
+                                     nxt)))
+            sch.inflight.add(subject)
+        return out
+
+    # -- snapshot / rebuild ------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """The engine's own state beyond the store (pair it with the store's snapshot)."""
+        return msgpack.packb({
+            "v": _SNAP_VERSION, "last_seq": self._last_seq, "last_ts": self._last_ts,
+            "last_msg_id": self._last_msg_id, "bad_pid": self._bad_pid,
+            "dedup": self.dedup.to_list(), "schedules": self.schedules.to_list(),
+            "consumers": self.interest.to_list(), "config": self.config.to_dict(),
+        }, use_bin_type=True)
+
+    def restore(self, snap: bytes) -> None:
+        """Load a :meth:`snapshot` taken on another replica (after its store was restored)."""
+        doc = msgpack.unpackb(snap, raw=False)
+        if doc.get("v") != _SNAP_VERSION:
+            raise error_for("STREAM_GENERAL", f"unknown engine snapshot version {doc.get('v')}")
+        if doc.get("config"):
+            self._set_config(StreamConfig.from_dict(doc["config"]).with_defaults())
+        self._last_seq = doc["last_seq"]
+        self._last_ts = doc["last_ts"]
+        self._last_msg_id = doc["last_msg_id"]
+        self._bad_pid = doc["bad_pid"]
+        self.dedup = DedupTable.from_list(doc["dedup"])
+        self.schedules = S.Schedules.from_list(doc["schedules"])
+        self.interest.load(doc["consumers"])
+        self._markers.clear()
+        if self._leader:
+            self._resync()
+
+    def rebuild(self) -> None:
+        """Recover the engine state from the store after a restart (see :mod:`.recovery`)."""
+        rebuild_from_store(self)
+        if self._leader:
+            self._resync()
+
+
+__all__ = ["StreamEngine"]

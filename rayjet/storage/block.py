@@ -1,0 +1,122 @@
+"""Block files: append-only, named by number, read with pread; frame scanning for recovery."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rayjet.storage import record as rec
+
+SUFFIX = ".blk"
+
+
+def block_name(no: int) -> str:
+    return f"{no:08d}{SUFFIX}"
+
+
+class Block:
+    """One block file. ``max_seq`` is the highest seq any frame in it (or before it) names."""
+
+    __slots__ = ("fd", "max_seq", "no", "path", "size")
+
+    def __init__(self, directory: str, no: int, create: bool = False) -> None:
+        self.no = no
+        self.path = os.path.join(directory, block_name(no))
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.fd = os.open(self.path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.max_seq = 0
+
+    def append(self, data) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, self.size)
+            self.size += n
+            view = view[n:]
+
+    def pread(self, length: int, offset: int) -> bytes:
+        return os.pread(self.fd, length, offset)
+
+    def read_all(self) -> bytes:
+        return os.pread(self.fd, self.size, 0) if self.size else b""
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        self.size = size
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def unlink(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def list_blocks(directory: str) -> list[int]:
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith(SUFFIX) and name[:-len(SUFFIX)].isdigit():
+            out.append(int(name[:-len(SUFFIX)]))
+    return sorted(out)
+
+
+@dataclass(slots=True)
+class Frame:
+    offset: int
+    length: int
+    flags: int
+    kind: int
+    seq: int
+    ts: int
+
+
+@dataclass(slots=True)
+class Damage:
+    """A region of a block that held no valid frame (torn write or flipped bits)."""
+
+    offset: int
+    end: int  # where the next valid frame starts, or the end of the file
+    complete: bool  # a full-length frame failed its hash (corruption, not a torn tail)
+    claimed_seq: int  # the seq its header named, a hint only
+
+
+def _valid_at(buf, off: int) -> int:
+    """Length of a valid frame at ``off``, or 0."""
+    if len(buf) - off < rec.MIN_FRAME:
+        return 0
+    length = rec.parse_head(buf, off)[0]
+    return length if rec.check(buf, off, length) else 0
+
+
+def scan(buf) -> Iterator[Frame | Damage]:
+    """The frames of a block in order; damaged regions come out as :class:`Damage` and the
+    scan resynchronises on the next offset holding a frame with a valid hash."""
+    off, end = 0, len(buf)
+    while off < end:
+        length = _valid_at(buf, off)
+        if length:
+            n, flags, kind, seq, ts = rec.parse_head(buf, off)
+            yield Frame(off, n, flags, kind, seq, ts)
+            off += length
+            continue
+        claimed, seq = False, 0
+        if end - off >= rec.MIN_FRAME:
+            n, _f, _k, seq, _ts = rec.parse_head(buf, off)
+            claimed = rec.MIN_FRAME <= n <= end - off
+        nxt = off + 1
+        while nxt < end and not _valid_at(buf, nxt):
+            nxt += 1
+        yield Damage(off, nxt, claimed, seq)
+        off = nxt
+
+
+__all__ = ["Block", "Damage", "Frame", "block_name", "list_blocks", "scan"]

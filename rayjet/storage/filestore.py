@@ -1,0 +1,344 @@
+"""FileStore: the stream as append-only block files with a checksum per record.
+
+Every write call appends its records (and the control records that say what it removed)
+to the active block with one ``pwrite``, so a killed process loses nothing that was
+acknowledged; ``sync_interval`` decides when that reaches the disk with ``fsync``
+("always": before the call returns; otherwise the first write after the interval has
+passed on the injected clock, or :meth:`sync`). Reopening replays the blocks in order to
+rebuild the index (or loads the index file a clean :meth:`close` left), drops a torn tail
+and reports records that fail their checksum in ``StoreState.lost``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+from rayjet.api.enums import StorageType, StoreCompression
+from rayjet.clock import NANOS_PER_SECOND, Clock
+from rayjet.errors import EncryptionKeyError, InvalidConfigError, StoreCorruptionError
+from rayjet.storage import record as rec
+from rayjet.storage.base import BaseStore
+from rayjet.storage.block import Block, list_blocks
+from rayjet.storage.config import StoreConfig
+from rayjet.storage.crypto import BodyCodec
+from rayjet.storage.protocol import StoredMsg
+from rayjet.storage.recovery import cut_offset, load_index, replay, save_index
+
+META = "meta.json"
+INDEX = "index.dat"
+_OFF_BITS = 40
+_OFF_MASK = (1 << _OFF_BITS) - 1
+
+
+class FileStore(BaseStore):
+    # aux arrays: location (block number << 40 | offset) and on-disk frame length
+    _aux_kinds = ("Q", "I")
+
+    def __init__(self, directory: str, config: StoreConfig | None = None,
+                 clock: Clock | None = None) -> None:
+        config = (config or StoreConfig()).with_env_key()
+        if config.storage is not StorageType.FILE:
+            raise InvalidConfigError("FileStore needs storage='file'")
+        super().__init__(config, clock)
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._codec = self._open_meta(config)
+        self._blocks: dict[int, Block] = {}
+        self._active: Block | None = None
+        self._wbuf = bytearray()
+        self._floor = 0
+        self._dirty: set[Block] = set()
+        self._dir_dirty = False
+        self._unlink: list[Block] = []
+        # (block, start, end) of regions recovery found damaged (torn tail or failed checksum)
+        self.damage: list[tuple[int, int, int]] = []
+        self.sync_count = 0  # fsync calls made (tests and benchmarks read it)
+        self._last_sync = self.clock.monotonic_ns()
+        self._recover()
+
+    # -- meta and codec ----------------------------------------------------------------------
+    def _open_meta(self, cfg: StoreConfig) -> BodyCodec:
+        path = os.path.join(self.directory, META)
+        compress = cfg.compression is StoreCompression.S2
+        if os.path.exists(path):
+            with open(path) as f:
+                meta = json.load(f)
+            check = bytes.fromhex(meta["key_check"]) if meta.get("key_check") else None
+            if check is None and cfg.encryption_key:
+                if list_blocks(self.directory):
+                    raise EncryptionKeyError(
+                        err="the store was written without encryption; open it without a key")
+            elif check is not None:
+                codec = BodyCodec(compress, cfg.encryption_key, meta.get("cipher", cfg.cipher))
+                codec.verify_key(check)
+                return codec
+        codec = BodyCodec(compress, cfg.encryption_key, cfg.cipher)
+        meta = {"version": 1, "cipher": cfg.cipher if codec.encrypted else None,
+                "key_check": codec.key_check().hex() if codec.encrypted else None}
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(meta, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return codec
+
+    def update_config(self, cfg: StoreConfig) -> None:
+        cfg = cfg.with_env_key()
+        if (cfg.encryption_key or None) != (self.config.encryption_key or None):
+            raise InvalidConfigError("the encryption key of a store cannot change")
+        self._codec.compress = cfg.compression is StoreCompression.S2
+        super().update_config(cfg)
+
+    # -- recovery ----------------------------------------------------------------------------
+    def _recover(self) -> None:
+        numbers = list_blocks(self.directory)
+        for no in numbers:
+            self._blocks[no] = Block(self.directory, no)
+        index_path = os.path.join(self.directory, INDEX)
+        loaded = numbers and load_index(self, index_path)
+        if os.path.exists(index_path):
+            # only a clean close leaves a trustworthy index; never reuse it after more writes
+            os.unlink(index_path)
+        if not loaded:
+            replay(self)
+        if self._blocks:
+            self._active = self._blocks[max(self._blocks)]
+        else:
+            self._roll()
+        self._floor = self._idx.first
+        # the config may be tighter than the one the blocks were written under
+        self._enforce_per_subject_all()
+        self._enforce_limits()
+        self._commit()
+
+    # -- writing -----------------------------------------------------------------------------
+    def _roll(self) -> None:
+        if self._wbuf:
+            self._write_out()
+        no = (self._active.no + 1) if self._active else (max(self._blocks, default=0) + 1)
+        prev_max = self._active.max_seq if self._active else 0
+        blk = Block(self.directory, no, create=True)
+        blk.max_seq = prev_max
+        self._blocks[no] = blk
+        self._active = blk
+        self._dir_dirty = True
+
+    def _write_out(self) -> None:
+        blk = self._active
+        blk.append(self._wbuf)
+        self._wbuf.clear()
+        self._dirty.add(blk)
+
+    def _persist_msgs(self, items: list[tuple]) -> list[list]:
+        locs: list[int] = []
+        lens: list[int] = []
+        blk, wbuf = self._active, self._wbuf
+        limit = self.config.block_size
+        pos = blk.size + len(wbuf)
+        codec = self._codec if self._codec.transforms else None
+        base = blk.no << _OFF_BITS
+        pack, hpack, u32 = rec._MSG_HEAD.pack, rec._HASH.pack, rec._U32.pack
+        crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, rec.F_HDR
+        for seq, ts, subject, hdr, data, _ttl in items:
+            sb = subject.encode()
+            if codec is not None:
+                frame = codec.encode(f_hdr if hdr else 0, seq, ts, rec.plain_body(sb, hdr, data))
+            elif hdr:
+                r = b"".join((pack((34 + len(sb) + len(hdr) + len(data)) | f_hdr, seq, ts, len(sb)),
+                              sb, u32(len(hdr)), hdr, data))
+                frame = r + hpack(crc32(r), adler32(r))
+            else:
+                r = pack(30 + len(sb) + len(data), seq, ts, len(sb)) + sb + data
+                frame = r + hpack(crc32(r), adler32(r))
+            n = len(frame)
+            if pos + n > limit and pos:
+                blk.max_seq = max(blk.max_seq, seq - 1)
+                self._roll()
+                blk, wbuf, pos = self._active, self._wbuf, 0
+                base = blk.no << _OFF_BITS
+            wbuf += frame
+            locs.append(base | pos)
+            lens.append(n)
+            pos += n
+        if items:
+            blk.max_seq = max(blk.max_seq, items[-1][0])
+        return [locs, lens]
+
+    def _append_ctl(self, kind: int, seq: int, count: int = 0) -> None:
+        frame = rec.encode_control(kind, seq, self._idx.last_ts, count)
+        if self._active.size + len(self._wbuf) + len(frame) > self.config.block_size \
+                and self._active.size + len(self._wbuf):
+            self._roll()
+        self._wbuf += frame
+        top = seq + max(count, 1) - 1 if kind == rec.K_DEL else (seq - 1 if kind == rec.K_FLOOR else seq)
+        self._active.max_seq = max(self._active.max_seq, top)
+
+    def _persist_skip(self, seq: int, num: int) -> None:
+        self._append_ctl(rec.K_DEL, seq, num if num > 1 else 0)
+
+    def _persist_last(self, seq: int, ts: int) -> None:
+        self._append_ctl(rec.K_LAST, seq)
+
+    def _commit(self) -> None:
+        idx = self._idx
+        floor = idx.first
+        if floor > self._floor:
+            self._append_ctl(rec.K_FLOOR, floor)
+            self._floor = floor
+        if self._removed:
+            runs = sorted(s for s in self._removed if s >= floor)
+            i = 0
+            while i < len(runs):
+                j = i
+                while j + 1 < len(runs) and runs[j + 1] == runs[j] + 1:
+                    j += 1
+                self._append_ctl(rec.K_DEL, runs[i], j - i + 1 if j > i else 0)
+                i = j + 1
+            self._removed.clear()
+        if self._wbuf:
+            self._write_out()
+        if self._unlink:
+            self._fsync_all()
+            for blk in self._unlink:
+                self._blocks.pop(blk.no, None)
+                self._dirty.discard(blk)
+                blk.unlink()
+            self._unlink.clear()
+            self._dir_dirty = True
+        if self._dirty or self._dir_dirty:
+            if self.config.sync_always:
+                self._fsync_all()
+            else:
+                interval = self.config.sync_interval
+                if interval == 0 or self.clock.monotonic_ns() - self._last_sync >= \
+                        interval * NANOS_PER_SECOND:
+                    self._fsync_all()
+
+    def _fsync_all(self) -> None:
+        for blk in self._dirty:
+            if blk.fd >= 0:
+                blk.fsync()
+                self.sync_count += 1
+        self._dirty.clear()
+        if self._dir_dirty:
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._dir_dirty = False
+        self._last_sync = self.clock.monotonic_ns()
+
+    # -- reading -----------------------------------------------------------------------------
+    def _frame(self, seq: int) -> tuple[Block, int, bytes]:
+        idx = self._idx
+        i = seq - idx.base
+        loc, length = idx.aux[0][i], idx.aux[1][i]
+        blk = self._blocks.get(loc >> _OFF_BITS)
+        if blk is None:
+            raise StoreCorruptionError(err=f"block of sequence {seq} is missing")
+        off = loc & _OFF_MASK
+        return blk, off, blk.pread(length, off)
+
+    def _read(self, seq: int) -> StoredMsg:
+        _blk, _off, buf = self._frame(seq)
+        return self._decode(seq, buf)
+
+    def _decode(self, seq: int, buf: bytes) -> StoredMsg:
+        if not rec.check(buf, 0, len(buf)):
+            self._lost_seq(seq)
+            raise StoreCorruptionError(err=f"record of sequence {seq} failed its checksum")
+        length, flags, kind, fseq, ts = rec.parse_head(buf, 0)
+        if kind != rec.K_MSG or fseq != seq or length != len(buf):
+            raise StoreCorruptionError(err=f"record of sequence {seq} is not where the index says")
+        body = rec.body_of(buf, 0, length)
+        if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
+            body = self._codec.decode(flags, buf[:rec.HEAD_LEN], body)
+        subject, hdr, data = rec.split_body(body, bool(flags & rec.F_HDR))
+        return StoredMsg(subject, hdr, data, seq, ts)
+
+    def _lost_seq(self, seq: int) -> None:
+        if seq not in self._lost:
+            self._lost.append(seq)
+
+    # -- deletes -----------------------------------------------------------------------------
+    def _erase(self, seq: int) -> None:
+        blk, off, buf = self._frame(seq)
+        length, _flags, _kind, _seq, ts = rec.parse_head(buf, 0)
+        filler = rec.encode_frame(0, seq | rec.K_ERASED, ts, os.urandom(length - rec.MIN_FRAME))
+        os.pwrite(blk.fd, filler, off)
+        self._dirty.add(blk)
+
+    def _on_compact(self, seq: int) -> None:
+        active = self._active
+        if active.max_seq < seq and active.size + len(self._wbuf):
+            self._roll()
+        for blk in list(self._blocks.values()):
+            if blk is not self._active and blk.max_seq < seq and blk not in self._unlink:
+                self._unlink.append(blk)
+        if self._unlink:
+            self._floor = 0  # the floor record may be in a dropped block: restate it
+
+    def _wipe(self) -> None:
+        self._wbuf.clear()
+        for blk in list(self._blocks.values()):
+            blk.unlink()
+        self._blocks.clear()
+        self._dirty.clear()
+        self._active = None
+        self._roll()
+        self._floor = 0
+
+    def _on_truncate(self, seq: int) -> None:
+        if seq == 0:
+            self._wipe()
+            return
+        if self._wbuf:
+            self._write_out()
+        ordered = sorted(self._blocks.values(), key=lambda b: b.no)
+        cut = next((b for b in ordered if b.max_seq > seq), None)
+        if cut is None:
+            return
+        for blk in ordered:
+            if blk.no > cut.no:
+                self._blocks.pop(blk.no)
+                self._dirty.discard(blk)
+                blk.unlink()
+        cut.truncate(cut_offset(cut.read_all(), seq))
+        cut.max_seq = seq
+        self._active = cut
+        self._dirty.add(cut)
+        self._dir_dirty = True
+        # control records past the cut are gone: restate the floor, the deletes and the end
+        idx = self._idx
+        self._floor = 0
+        deleted = idx.deleted()
+        self._removed = deleted
+        self._append_ctl(rec.K_LAST, seq)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def flush(self) -> None:
+        self._check_open()
+        if self._wbuf:
+            self._write_out()
+
+    def sync(self) -> None:
+        self.flush()
+        self._fsync_all()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._wbuf:
+            self._write_out()
+        self._fsync_all()
+        save_index(self, os.path.join(self.directory, INDEX))
+        for blk in self._blocks.values():
+            blk.close()
+        self._closed = True
+
+
+__all__ = ["FileStore"]

@@ -1,0 +1,115 @@
+"""The StreamStore interface shared by MemStore and FileStore, and the values it returns.
+
+Sequences start at 1; 0 means "none". Timestamps are int nanoseconds since the epoch.
+Missing messages raise ``NotFoundError`` (err_code 10037); writes refused by a discard-new
+limit raise ``StoreLimitError`` (err_code 10077).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from rayjet.storage.config import StoreConfig
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMsg:
+    subject: str
+    hdr: bytes
+    data: bytes
+    seq: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreState:
+    msgs: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: int = 0
+    last_seq: int = 0
+    last_ts: int = 0
+    num_subjects: int = 0
+    num_deleted: int = 0
+    deleted: list[int] = field(default_factory=list)
+    # sequences whose records failed their checksum or were cut off (FileStore recovery)
+    lost: list[int] = field(default_factory=list)
+
+
+# one message of a batch: (subject, hdr, data) or (subject, hdr, data, ttl)
+BatchItem = tuple[str, bytes, bytes] | tuple[str, bytes, bytes, int]
+
+
+@runtime_checkable
+class StreamStore(Protocol):
+    config: StoreConfig
+
+    # -- writes ------------------------------------------------------------------------------
+    def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl: int = 0) -> tuple[int, int]:
+        """Append with the next seq and the clock's time; discard-new limits apply."""
+
+    def store_batch(self, msgs: Iterable[BatchItem]) -> list[tuple[int, int]]:
+        """Append many messages with one write and (with sync 'always') one fsync."""
+
+    def store_raw(self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int,
+                  ttl: int = 0, discard_new_check: bool = False) -> None:
+        """Store a record whose seq and ts were fixed by the leader; seq must be > last_seq."""
+
+    def skip_msg(self, seq: int = 0) -> int: ...
+
+    def skip_msgs(self, seq: int, num: int) -> None: ...
+
+    # -- reads -------------------------------------------------------------------------------
+    def load_msg(self, seq: int) -> StoredMsg: ...
+
+    def load_next_msg(self, filter: str = ">", wildcard: bool = True,
+                      start_seq: int = 0) -> tuple[StoredMsg, int]: ...
+
+    def load_last_msg(self, subject: str = ">") -> StoredMsg: ...
+
+    def load_prev_msg(self, start_seq: int, filter: str = ">",
+                      wildcard: bool = True) -> tuple[StoredMsg, int]: ...
+
+    # -- deletes -----------------------------------------------------------------------------
+    def remove_msg(self, seq: int) -> bool: ...
+
+    def erase_msg(self, seq: int) -> bool: ...
+
+    def purge(self) -> int: ...
+
+    def purge_ex(self, subject: str = "", seq: int = 0, keep: int = 0) -> int: ...
+
+    def compact(self, seq: int) -> int: ...
+
+    def truncate(self, seq: int) -> None: ...
+
+    def expire(self, now_ns: int | None = None) -> int: ...
+
+    # -- state -------------------------------------------------------------------------------
+    def state(self) -> StoreState: ...
+
+    def fast_state(self) -> StoreState: ...
+
+    def subjects_totals(self, filter: str = ">") -> dict[str, int]: ...
+
+    def num_pending(self, start_seq: int, filter: str = ">",
+                    last_per_subject: bool = False) -> tuple[int, int]: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, snapshot: bytes | Sequence[bytes]) -> None: ...
+
+    def update_config(self, cfg: StoreConfig) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+__all__ = ["BatchItem", "StoreState", "StoredMsg", "StreamStore"]
