@@ -159,6 +159,9 @@ class StreamConfig(Wire):
     allow_atomic_publish: bool = wire_field(False, wire="allow_atomic")
     allow_msg_schedules: bool = False
     persist_mode: PersistMode = wire_field(PersistMode.DEFAULT, kind=ENUM, type_=PersistMode)
+    # rayjet extension (nats-server sets it per server): seconds between fsyncs of this
+    # stream's log and store, or "always" to fsync before acknowledging; None = 2 minutes
+    sync_interval: float | str | None = None
 
     # nats-py spells these differently
     @property

@@ -85,6 +85,7 @@ STREAM_EDITABLE: dict[str, str] = {
     "allow_atomic_publish": YES,
     "allow_msg_schedules": ENABLE_ONLY,
     "persist_mode": NO,
+    "sync_interval": YES,
 }
 
 _INVALID_NAME_CHARS = frozenset(" \t\r\n\f.*>")
@@ -198,7 +199,16 @@ def _check_limits(cfg: StreamConfig) -> None:
         raise _fail(f"duplicate_window {window}s is too small: it needs to be >= 100ms")
 
 
+def _check_sync_interval(cfg: StreamConfig) -> None:
+    si = cfg.sync_interval
+    if si is None or si == "always":
+        return
+    if isinstance(si, bool) or not isinstance(si, int | float) or si < 0:
+        raise _fail(f"sync_interval must be seconds >= 0 or 'always', not {si!r}")
+
+
 def _check_features(cfg: StreamConfig) -> StreamConfig:
+    _check_sync_interval(cfg)
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
         raise _fail("roll-ups require the purge permission: drop deny_purge or allow_rollup_hdrs")
     if cfg.allow_msg_counter:

@@ -1,5 +1,5 @@
 """The public client: ``rayjet.connect()`` and the JetStream handle."""
 
-from rayjet.client.connection import NAMESPACE, JetStream, connect, default_data_dir
+from rayjet.client.connection import JetStream, connect, default_data_dir
 
-__all__ = ["NAMESPACE", "JetStream", "connect", "default_data_dir"]
+__all__ = ["JetStream", "connect", "default_data_dir"]

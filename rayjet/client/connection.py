@@ -8,26 +8,37 @@ from pathlib import Path
 
 import ray
 
+from rayjet.actors.meta import ensure_meta
+from rayjet.actors.names import NAMESPACE
+from rayjet.client.publish import PublishAPI
+from rayjet.client.router import meta_router
+from rayjet.client.streams import StreamsAPI
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
-NAMESPACE = "rayjet"  # detached actors live here so data outlives any one client
 DATA_DIR_ENV = "RAYJET_DATA_DIR"
+DEFAULT_TIMEOUT = 10.0
 
 
 def default_data_dir() -> Path:
     """Where replicas keep their logs when no ``data_dir`` is given (like nats' store_dir)."""
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet"
+    return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet-data"
 
 
-class JetStream:
+class JetStream(StreamsAPI, PublishAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
-    def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool) -> None:
+    def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,
+                 timeout: float = DEFAULT_TIMEOUT, max_pending_async: int = 4000) -> None:
         self.address = address
         self.data_dir = data_dir
+        self.timeout = timeout
+        self.max_pending_async = max_pending_async
         self._started_ray = started_ray
         self._closed = False
+        self._meta = meta_router()
+        self._init_streams()
+        self._init_publish()
 
     @property
     def closed(self) -> bool:
@@ -50,6 +61,7 @@ class JetStream:
         """Close the connection; a Ray started by ``connect()`` is shut down with it."""
         if self._closed:
             return
+        self._close_publish()
         self._closed = True
         if self._started_ray and ray.is_initialized():
             ray.shutdown()
@@ -70,6 +82,8 @@ def connect(
     *,
     data_dir: str | os.PathLike[str] | None = None,
     num_cpus: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_pending_async: int = 4000,
     ray_init_kwargs: dict | None = None,
 ) -> JetStream:
     """Connect to rayjet.
@@ -100,4 +114,9 @@ def connect(
                 "or `ray up ray_cluster.yaml`, or call rayjet.connect() for a local one"
             ) from exc
         started = address is None and os.environ.get("RAY_ADDRESS") is None
-    return JetStream(address=address, data_dir=directory, started_ray=started)
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        raise BadRequestError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    # the meta group keeps its log in the data_dir of whoever starts it first
+    ensure_meta(str(directory))
+    return JetStream(address=address, data_dir=directory, started_ray=started, timeout=timeout,
+                     max_pending_async=max_pending_async)

@@ -82,6 +82,9 @@ class StreamAssignment:
     group: str  # raft group of the replicas, unique per incarnation
     peers: Peers  # (replica id, Ray node id), leader preference first
     consumers: dict[str, ConsumerAssignment] = field(default_factory=dict)
+    # the replica ids the group was created with: every replica, even one added later or
+    # rebuilt on an empty disk, bootstraps from this same first membership
+    bootstrap: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -197,7 +200,8 @@ class Catalogue:
             if op.stream in self.streams:
                 return self.streams[op.stream]
             sa = StreamAssignment(StreamConfig.from_dict(op.config), op.created_ns,
-                                  f"{op.stream}-{index}", op.peers)
+                                  f"{op.stream}-{index}", op.peers,
+                                  bootstrap=tuple(rid for rid, _ in op.peers))
             self.streams[op.stream] = sa
             return sa
         sa = self.streams.get(op.stream)
@@ -231,15 +235,15 @@ class Catalogue:
             rows.append([sa.config.to_dict(), sa.created_ns, sa.group, [list(p) for p in sa.peers],
                          [[c.name, c.config.to_dict(), c.created_ns, c.group,
                            [list(p) for p in c.peers]]
-                          for c in sa.consumers.values()]])
+                          for c in sa.consumers.values()], list(sa.bootstrap)])
         return msgpack.packb([_OP_VERSION, self.applied_index, rows], use_bin_type=True)
 
     def restore(self, raw: bytes) -> None:
         _version, applied, rows = msgpack.unpackb(raw, raw=False)
         streams: dict[str, StreamAssignment] = {}
-        for cfg, created, group, peers, consumers in rows:
+        for cfg, created, group, peers, consumers, boot in rows:
             config = StreamConfig.from_dict(cfg)
-            sa = StreamAssignment(config, created, group, as_peers(peers))
+            sa = StreamAssignment(config, created, group, as_peers(peers), bootstrap=tuple(boot))
             for name, ccfg, ccreated, cgroup, cpeers in consumers:
                 sa.consumers[name] = ConsumerAssignment(
                     config.name, name, ConsumerConfig.from_dict(ccfg), ccreated, cgroup,

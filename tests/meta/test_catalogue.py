@@ -82,6 +82,7 @@ def test_update_can_change_replicas_and_peers():
                                    peers=(("r0", "n0"), ("r1", "n1"), ("r2", "n2")))
     sa = apply(cat, op)
     assert sa.config.num_replicas == 3 and len(sa.peers) == 3
+    assert sa.bootstrap == ("r0",)  # the first membership never changes
 
 
 def test_consumers_add_update_delete_and_limits():

@@ -1,0 +1,236 @@
+"""The meta group member: a raft replica of the catalogue, and (when leader) its reconciler.
+
+The leader answers the API (add/update/delete streams and consumers, lookups), proposes
+catalogue ops, and after they commit makes the world match: replica actors exist where the
+catalogue says. A new leader runs the same reconciliation, so a leader that dies between a
+commit and the actor creation leaves nothing half done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from rayjet.actors import cluster
+from rayjet.actors.names import NAMESPACE, meta_actor_name
+from rayjet.actors.raft_host import RaftHost
+from rayjet.api.consumer import ConsumerConfig
+from rayjet.api.stream import StreamConfig
+from rayjet.errors import APIError, NotLeaderError
+from rayjet.meta import Catalogue, ConsumerAssignment, StreamAssignment, decode_meta_op
+from rayjet.meta.catalogue import encode_meta_op
+from rayjet.raft import Message
+from rayjet.replication import FileLogStorage, GroupOptions, ReplicaGroup
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 10.0
+RECONCILE_EVERY = 2.0
+
+
+class MetaMachine:
+    """The catalogue as a replication state machine."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
+
+    def apply(self, index: int, data: bytes) -> Any:
+        return self.catalogue.apply(index, decode_meta_op(data))
+
+    def snapshot(self) -> bytes:
+        return self.catalogue.snapshot()
+
+    def full_snapshot(self) -> bytes:
+        return self.catalogue.snapshot()
+
+    def restore(self, data: bytes, *, full: bool) -> None:
+        if data:  # no snapshot yet: the log replays the whole catalogue
+            self.catalogue.restore(data)
+
+    def sync(self) -> None:
+        pass  # the catalogue lives in the raft log and its snapshots
+
+
+def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
+    return {"config": sa.config.to_dict(), "created_ns": sa.created_ns, "group": sa.group,
+            "peers": [list(p) for p in sa.peers],
+            "consumers": sorted(sa.consumers)}
+
+
+def consumer_dict(ca: ConsumerAssignment) -> dict[str, Any]:
+    return {"stream": ca.stream, "name": ca.name, "config": ca.config.to_dict(),
+            "created_ns": ca.created_ns, "group": ca.group, "peers": [list(p) for p in ca.peers]}
+
+
+class MetaMember:
+    """Plain class; ``cluster.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
+
+    def __init__(self, member_id: str, members: list[str], data_dir: str, *,
+                 tick_seconds: float = 0.05) -> None:
+        self.id = member_id
+        self.members = list(members)
+        self.data_dir = Path(data_dir)
+        self.catalogue = Catalogue()
+        storage = FileLogStorage(self.data_dir / "meta" / member_id)
+        group = ReplicaGroup(member_id, storage, MetaMachine(self.catalogue),
+                             voters=self.members,
+                             options=GroupOptions(sync_always=True, snapshot_every=1024))
+        self.host = RaftHost(group, self._send, tick_seconds=tick_seconds,
+                             name=f"meta/{member_id}")
+        self._peers: dict[str, Any] = {}
+        self._reconciler: asyncio.Task | None = None
+        self._started = False
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._started = True
+            self.host.start()
+            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+
+    def _send(self, peer: str, messages: list[Message]) -> None:
+        handle = self._peers.get(peer)
+        if handle is None:
+            handle = ray.get_actor(meta_actor_name(peer), namespace=NAMESPACE)
+            self._peers[peer] = handle
+        handle.receive.remote(messages)
+
+    async def ping(self) -> str:
+        self._ensure_started()
+        return self.id
+
+    async def receive(self, messages: list[Message]) -> None:
+        self._ensure_started()
+        self.host.receive(messages)
+
+    async def status(self) -> dict[str, Any]:
+        self._ensure_started()
+        return self.host.group.status()
+
+    def _require_leader(self) -> None:
+        self._ensure_started()
+        if not self.host.group.is_leader:
+            raise NotLeaderError(f"meta member {self.id} is not the leader",
+                                 group="meta", leader=self.host.group.leader)
+
+    async def _commit(self, op) -> Any:
+        return await self.host.propose(encode_meta_op(op), REQUEST_TIMEOUT)
+
+    async def _read(self) -> None:
+        self._require_leader()
+        await self.host.linearizable(REQUEST_TIMEOUT)
+
+    # -- streams ----------------------------------------------------------------------------
+    async def add_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        self._require_leader()
+        cfg = StreamConfig.from_dict(config)
+        existing = self.catalogue.streams.get(cfg.name)
+        peers = existing.peers if existing else cluster.place_stream(cfg, self.catalogue)
+        op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns())
+        sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
+        await cluster.ensure_stream_replicas(sa, self.data_dir)
+        return assignment_dict(sa)
+
+    async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        self._require_leader()
+        cfg = StreamConfig.from_dict(config)
+        old = self.catalogue.stream(cfg.name)
+        peers = old.peers
+        if cfg.num_replicas != old.config.num_replicas or cfg.placement != old.config.placement:
+            peers = cluster.place_stream(cfg, self.catalogue, existing=old.peers)
+        op = self.catalogue.prepare_update_stream(cfg, peers=peers)
+        # the stream's own group must accept the change (membership, limits) before the
+        # catalogue records it, so a refused change leaves the catalogue as it was
+        await cluster.apply_stream_update(old, cfg, peers, self.data_dir)
+        sa = await self._commit(op)
+        return assignment_dict(sa)
+
+    async def delete_stream(self, name: str) -> bool:
+        self._require_leader()
+        sa = self.catalogue.stream(name)
+        await self._commit(self.catalogue.prepare_delete_stream(name))
+        await cluster.destroy_stream_replicas(sa)
+        return True
+
+    async def stream_assignment(self, name: str) -> dict[str, Any]:
+        await self._read()
+        return assignment_dict(self.catalogue.stream(name))
+
+    async def list_streams(self, subject: str | None = None) -> list[dict[str, Any]]:
+        await self._read()
+        out = []
+        for sa in sorted(self.catalogue.streams.values(), key=lambda s: s.name):
+            if subject is not None and not cluster.captures(sa.config, subject):
+                continue
+            out.append(assignment_dict(sa))
+        return out
+
+    async def lookup_subject(self, subject: str) -> dict[str, Any] | None:
+        await self._read()
+        for sa in self.catalogue.streams.values():
+            if cluster.captures(sa.config, subject):
+                return assignment_dict(sa)
+        return None
+
+    # -- consumers --------------------------------------------------------------------------
+    async def add_consumer(self, stream: str, config: dict[str, Any]) -> dict[str, Any]:
+        self._require_leader()
+        cfg = ConsumerConfig.from_dict(config)
+        op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns())
+        ca = op if isinstance(op, ConsumerAssignment) else await self._commit(op)
+        return consumer_dict(ca)
+
+    async def delete_consumer(self, stream: str, name: str) -> bool:
+        self._require_leader()
+        await self._commit(self.catalogue.prepare_delete_consumer(stream, name))
+        return True
+
+    async def consumer_assignment(self, stream: str, name: str) -> dict[str, Any]:
+        await self._read()
+        return consumer_dict(self.catalogue.consumer(stream, name))
+
+    async def list_consumers(self, stream: str) -> list[dict[str, Any]]:
+        await self._read()
+        sa = self.catalogue.stream(stream)
+        return [consumer_dict(c) for _, c in sorted(sa.consumers.items())]
+
+    # -- reconciliation ---------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RECONCILE_EVERY)
+            if not self.host.group.is_leader:
+                continue
+            for sa in list(self.catalogue.streams.values()):
+                with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+                    await cluster.ensure_stream_replicas(sa, self.data_dir, wait=False)
+
+    async def shutdown(self) -> None:
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+        await self.host.stop()
+        self.host.group.storage.close()
+
+
+def ensure_meta(data_dir: str, timeout: float = 60.0) -> list[Any]:
+    """Start (or find) the meta group's members and wait until it has a leader."""
+    from rayjet.actors.cluster import actor_options, remote_class
+    from rayjet.actors.names import META_MEMBERS, meta_member_id
+
+    members = [meta_member_id(i) for i in range(META_MEMBERS)]
+    cls = remote_class(MetaMember)
+    handles = [cls.options(**actor_options(meta_actor_name(m))).remote(m, members, data_dir)
+               for m in members]
+    ray.get([h.ping.remote() for h in handles], timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = ray.get([h.status.remote() for h in handles], timeout=timeout)
+        if any(st["role"] == "Leader" for st in states):
+            return handles
+        time.sleep(0.05)
+    raise NotLeaderError("the meta group elected no leader", group="meta")

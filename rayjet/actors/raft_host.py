@@ -1,0 +1,170 @@
+"""Run a :class:`ReplicaGroup` inside an asyncio Ray actor.
+
+One event loop is the mailbox: every input (peer messages, ticks, proposals) changes the
+group synchronously and is followed by ``pump``, which does the I/O the group asks for.
+Nothing awaits in the middle of a state transition. Proposers await a future that the
+apply of their entry resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from rayjet.errors import NotLeaderError, ServiceUnavailableError
+from rayjet.raft import Message, ProposalDroppedError, Role
+from rayjet.replication import Output, ReplicaGroup
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, list[Message]], None]
+
+
+class RaftHost:
+    def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,
+                 name: str = "") -> None:
+        self.group = group
+        self.send = send
+        self.tick_seconds = tick_seconds
+        self.name = name or group.id
+        self._waiters: dict[int, tuple[int, asyncio.Future]] = {}
+        self._reads: dict[bytes, asyncio.Future] = {}
+        self._pending_reads: list[tuple[int, asyncio.Future]] = []
+        self._task: asyncio.Task | None = None
+        self._read_seq = 0
+        self.on_output: list[Callable[[Output], None]] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._fail_waiters(ServiceUnavailableError(f"replica {self.name} stopped"))
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            try:
+                self.group.tick()
+                self.pump()
+            except Exception:  # keep ticking: a bad message must not stop the replica
+                log.exception("raft tick failed on %s", self.name)
+
+    # -- inputs -----------------------------------------------------------------------------
+    def receive(self, messages: list[Message]) -> None:
+        self.group.step(messages)
+        self.pump()
+
+    def propose_nowait(self, data: bytes) -> asyncio.Future:
+        """Propose and return the future its apply resolves (raises NotLeaderError)."""
+        try:
+            index, term = self.group.propose(data)
+        except ProposalDroppedError as exc:
+            raise NotLeaderError(f"{self.name} is not the leader ({exc.description})",
+                                 group=self.name) from None
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[index] = (term, fut)
+        self.pump()
+        return fut
+
+    async def propose(self, data: bytes, timeout: float) -> Any:
+        fut = self.propose_nowait(data)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            raise ServiceUnavailableError(
+                f"{self.name}: no quorum answered within {timeout:.1f}s; the group may have "
+                "lost its majority") from None
+
+    async def linearizable(self, timeout: float) -> None:
+        """Wait until this leader's state reflects every write acknowledged before the call."""
+        self._read_seq += 1
+        ctx = f"{self.name}:{self._read_seq}".encode()
+        fut = asyncio.get_running_loop().create_future()
+        self._reads[ctx] = fut
+        try:
+            self.group.read_index(ctx)
+        except ProposalDroppedError as exc:
+            self._reads.pop(ctx, None)
+            raise NotLeaderError(f"{self.name} is not the leader ({exc.description})",
+                                 group=self.name) from None
+        self.pump()
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._reads.pop(ctx, None)
+            raise ServiceUnavailableError(
+                f"{self.name}: leadership not confirmed within {timeout:.1f}s") from None
+
+    # -- the pump ---------------------------------------------------------------------------
+    def pump(self) -> Output:
+        out = self.group.process()
+        if out.messages:
+            by_peer: dict[str, list[Message]] = defaultdict(list)
+            for m in out.messages:
+                by_peer[m.to].append(m)
+            for peer, msgs in by_peer.items():
+                try:
+                    self.send(peer, msgs)
+                except Exception:  # an unreachable peer: raft retries on its own
+                    self.group.report_unreachable(peer)
+        for peer in out.snapshots_sent:
+            self.group.report_snapshot(peer, True)
+        for applied in out.applied:
+            waiter = self._waiters.pop(applied.index, None)
+            if waiter is None:
+                continue
+            term, fut = waiter
+            if fut.done():
+                continue
+            if term != applied.term:
+                fut.set_exception(NotLeaderError(
+                    f"{self.name}: the proposal was replaced by a new leader; retry",
+                    group=self.name))
+            elif isinstance(applied.result, BaseException):
+                fut.set_exception(applied.result)
+            else:
+                fut.set_result(applied.result)
+        for index, ctx in out.read_states:
+            fut = self._reads.pop(ctx, None)
+            if fut is not None:
+                self._pending_reads.append((index, fut))
+        if self._pending_reads:
+            ready = [(i, f) for i, f in self._pending_reads if i <= self.group.applied]
+            self._pending_reads = [(i, f) for i, f in self._pending_reads
+                                   if i > self.group.applied]
+            for _, fut in ready:
+                if not fut.done():
+                    fut.set_result(None)
+        if out.role is not None and out.role != Role.LEADER:
+            # the outcome of what we proposed is unknown now: the new leader may commit it
+            self._fail_waiters(NotLeaderError(
+                f"{self.name} lost leadership; the outcome is unknown, retry with Nats-Msg-Id",
+                group=self.name, outcome_unknown=True))
+        for hook in self.on_output:
+            hook(out)
+        return out
+
+    def _fail_waiters(self, err: Exception) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for _, fut in waiters.values():
+            if not fut.done():
+                fut.set_exception(err)
+        reads, self._reads = self._reads, {}
+        for fut in reads.values():
+            if not fut.done():
+                fut.set_exception(err)
+        pending, self._pending_reads = self._pending_reads, []
+        for _, fut in pending:
+            if not fut.done():
+                fut.set_exception(err)

@@ -1,0 +1,386 @@
+"""The stream replica actor: a raft replica of one stream, holding its local store.
+
+The leader accepts writes once it has applied its whole log (so its checks see the state
+every replica will have), turns each client call into one raft entry of engine ops, and
+answers when that entry is committed and applied. Any replica serves direct gets and range
+reads from its own store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.raft_host import RaftHost
+from rayjet.api import PubAck, StorageType, StreamConfig
+from rayjet.engine import ApplyResult, store_config
+from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
+from rayjet.raft import ConfChange, ConfChangeType, Message, Role
+from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
+from rayjet.replication.stream_machine import StreamMachine, encode_entry
+from rayjet.storage import FileStore, MemStore
+
+log = logging.getLogger(__name__)
+
+UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
+DEFAULT_TIMEOUT = 5.0
+
+
+def _ts(ns: int) -> datetime | None:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
+
+
+class StreamReplica:
+    """Plain class; :mod:`rayjet.actors.cluster` wraps it with ``ray.remote``."""
+
+    def __init__(self, config: dict[str, Any], group: str, replica_id: str,
+                 voters: list[str], data_dir: str, *, created_ns: int = 0,
+                 tick_seconds: float = 0.05) -> None:
+        cfg = StreamConfig.from_dict(config)
+        self.group_name = group
+        self.id = replica_id
+        self.created_ns = created_ns
+        self.dir = Path(data_dir) / "streams" / group / replica_id
+        sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
+        if cfg.storage is StorageType.FILE:
+            store = FileStore(str(self.dir / "store"), store_config(cfg, sync_interval=sync))
+            raft_log = FileLogStorage(self.dir / "raft")
+        else:
+            store = MemStore(store_config(cfg))
+            raft_log = MemoryLog()
+        self.machine = StreamMachine(cfg, store)
+        self.machine.on_applied.append(self._after_apply)
+        rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
+                              options=GroupOptions(sync_always=sync == "always"))
+        self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
+                             name=f"{cfg.name}/{replica_id}")
+        self.host.on_output.append(self._on_output)
+        self._peers: dict[str, Any] = {}
+        self._ready_index: int | None = None
+        self._leader_since = 0
+        self._upkeep: asyncio.Task | None = None
+        self._started = False
+        self._republished: list = []
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def engine(self):
+        return self.machine.engine  # replaced when a snapshot restore rebuilds it
+
+    @property
+    def group(self) -> ReplicaGroup:
+        return self.host.group
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._started = True
+            self.host.start()
+            self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
+
+    def _send(self, peer: str, messages: list[Message]) -> None:
+        handle = self._peers.get(peer)
+        if handle is None:
+            handle = ray.get_actor(stream_actor_name(self.group_name, peer), namespace=NAMESPACE)
+            self._peers[peer] = handle
+        handle.receive.remote(messages)
+
+    def _on_output(self, out: Output) -> None:
+        group = self.group
+        if out.role is not None:
+            if out.role == Role.LEADER:
+                # serve writes only once everything in our log is applied
+                self._ready_index = group.node.raft.log.last_index()
+                self._leader_since = time.time_ns()
+            else:
+                self._ready_index = None
+                self.engine.set_follower()
+        if (self._ready_index is not None and not self.engine.is_leader
+                and group.applied >= self._ready_index and group.is_leader):
+            self.engine.set_leader(group.term)
+
+    def _after_apply(self, results: list[ApplyResult]) -> None:
+        if self.group.is_leader:
+            for r in results:
+                if r.republish:
+                    self._republished.extend(r.republish)
+            del self._republished[:-10_000]  # bounded until a subscriber drains them
+
+    async def _upkeep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(UPKEEP_EVERY)
+            try:
+                res = self.engine.expire()
+                ops = list(res.ops)
+                if self.engine.is_leader:
+                    ops += self.engine.due()
+                    if ops:
+                        self.host.propose_nowait(encode_entry(ops))
+            except APIError:
+                pass  # lost leadership between the check and the proposal
+            except Exception:
+                log.exception("stream upkeep failed on %s", self.host.name)
+
+    def _require_writable(self) -> None:
+        self._ensure_started()
+        if not (self.group.is_leader and self.engine.is_leader):
+            raise NotLeaderError(f"replica {self.id} of {self.engine.name} cannot take writes",
+                                 group=self.group_name, leader=self.group.leader)
+
+    async def _propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
+        try:
+            return await self.host.propose(encode_entry(ops), timeout)
+        except NotLeaderError:
+            raise
+        except APIError:
+            # what we projected may never commit: start the projection again
+            if self.engine.is_leader:
+                self.engine.set_leader(self.group.term)
+            raise
+
+    # -- raft transport ---------------------------------------------------------------------
+    async def receive(self, messages: list[Message]) -> None:
+        self._ensure_started()
+        self.host.receive(messages)
+
+    async def ping(self) -> str:
+        self._ensure_started()
+        return self.id
+
+    async def leader_id(self) -> str | None:
+        self._ensure_started()
+        return self.group.leader
+
+    async def status(self) -> dict[str, Any]:
+        self._ensure_started()
+        st = self.group.status()
+        st["writable"] = self.engine.is_leader
+        st["last_seq"] = self.engine.last_seq
+        return st
+
+    # -- writes (leader) --------------------------------------------------------------------
+    async def publish(self, msgs: list[tuple], timeout: float = DEFAULT_TIMEOUT
+                      ) -> list[Any]:
+        """Store ``(subject, data, headers)`` messages; one PubAck or APIError for each."""
+        self._require_writable()
+        engine = self.engine
+        answers: list[Any] = [None] * len(msgs)
+        ops, slots = [], []
+        for i, item in enumerate(msgs):
+            subject, data, headers = item if len(item) == 3 else (*item, None)
+            try:
+                op = engine.prepare_publish(subject, data, headers)
+            except APIError as err:
+                answers[i] = err
+                continue
+            if isinstance(op, PubAck):
+                answers[i] = op  # the original's PubAck, marked duplicate
+            else:
+                ops.append(op)
+                slots.append(i)
+        if ops:
+            results = await self._propose_ops(ops, timeout)
+            for i, r in zip(slots, results, strict=True):
+                answers[i] = r.ack if r.ok else r.error
+        return answers
+
+    async def publish_atomic(self, msgs: list[tuple], batch_id: str,
+                             timeout: float = DEFAULT_TIMEOUT) -> Any:
+        self._require_writable()
+        op = self.engine.prepare_batch(msgs, batch_id)
+        (result,) = await self._propose_ops([op], timeout)
+        if not result.ok:
+            raise result.error
+        return result.ack
+
+    async def purge(self, subject: str | None = None, seq: int | None = None,
+                    keep: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
+        self._require_writable()
+        (result,) = await self._propose_ops(
+            [self.engine.prepare_purge(subject=subject, seq=seq, keep=keep)], timeout)
+        if not result.ok:
+            raise result.error
+        return int(result.value or 0)
+
+    async def delete_msg(self, seq: int, erase: bool = False,
+                         timeout: float = DEFAULT_TIMEOUT) -> bool:
+        self._require_writable()
+        (result,) = await self._propose_ops([self.engine.prepare_delete(seq, erase)], timeout)
+        if not result.ok:
+            raise result.error
+        return bool(result.value)
+
+    async def update_config(self, config: dict[str, Any],
+                            timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        self._require_writable()
+        cfg = StreamConfig.from_dict(config)
+        (result,) = await self._propose_ops([self.engine.prepare_update(cfg)], timeout)
+        if not result.ok:
+            raise result.error
+        return self.engine.config.to_dict()
+
+    async def check_update(self, config: dict[str, Any]) -> None:
+        """Raise the error an update to ``config`` would get, without proposing it."""
+        self._require_writable()
+        from rayjet.api.validate_stream import validate_stream_update
+
+        validate_stream_update(self.engine.config, StreamConfig.from_dict(config))
+
+    # -- membership (leader) ----------------------------------------------------------------
+    async def change_membership(self, kind: str, replica_id: str,
+                                timeout: float = 30.0) -> list[str]:
+        """Add a learner, promote it to voter, or remove a replica; returns the voters."""
+        self._ensure_started()
+        if not self.group.is_leader:
+            raise NotLeaderError(group=self.group_name, leader=self.group.leader)
+        kinds = {"learner": ConfChangeType.ADD_LEARNER, "voter": ConfChangeType.ADD_VOTER,
+                 "remove": ConfChangeType.REMOVE}
+        cc = ConfChange(kinds[kind], replica_id)
+        if kind == "remove" and replica_id == self.id:
+            raise error_for("BAD_REQUEST", err="transfer leadership before removing the leader")
+        try:
+            index, term = self.group.propose_conf_change(cc)
+        except APIError as err:
+            raise NotLeaderError(str(err.description), group=self.group_name,
+                                 leader=self.group.leader) from None
+        fut = asyncio.get_running_loop().create_future()
+        self.host._waiters[index] = (term, fut)
+        self.host.pump()
+        await asyncio.wait_for(fut, timeout)
+        return list(self.group.conf_state.voters)
+
+    async def progress(self) -> dict[str, Any]:
+        """Leader's view of each member: matched index and the leader's last index."""
+        self._ensure_started()
+        st = self.group.node.status()
+        return {"leader": st.lead, "last_index": st.last_index, "commit": st.commit,
+                "progress": st.progress, "voters": list(st.conf_state.voters),
+                "learners": list(st.conf_state.learners),
+                "match": {nid: pr.match for nid, pr in self.group.node.raft.prs.items()}}
+
+    async def transfer_leadership(self, to: str) -> None:
+        self._ensure_started()
+        self.group.transfer_leader(to)
+        self.host.pump()
+
+    # -- reads ------------------------------------------------------------------------------
+    def _require_current(self) -> None:
+        """Leader reads wait until the leader has applied its whole log."""
+        self._ensure_started()
+        if not (self.group.is_leader and self.engine.is_leader):
+            raise NotLeaderError(f"replica {self.id} is not a current leader",
+                                 group=self.group_name, leader=self.group.leader)
+
+    async def info(self, subjects_filter: str | None = None,
+                   deleted_details: bool = False) -> dict[str, Any]:
+        self._require_current()
+        engine, store = self.engine, self.machine.store
+        st = store.state()
+        state = {
+            "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
+            "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
+            "consumer_count": 0, "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
+        }
+        if deleted_details:
+            state["deleted"] = list(st.deleted)
+        if subjects_filter:
+            state["subjects"] = store.subjects_totals(subjects_filter)
+        return {"config": engine.config.to_dict(), "state": state,
+                "created_ns": self.created_ns, "cluster": self._cluster_info(),
+                "leader": self.group.leader, "replica": self.id}
+
+    def _cluster_info(self) -> dict[str, Any]:
+        group = self.group
+        info: dict[str, Any] = {"raft_group": self.group_name, "leader": group.leader}
+        if group.is_leader:
+            st = group.node.status()
+            info["leader_since"] = _ts(self._leader_since)
+            replicas = []
+            for nid, pr in group.node.raft.prs.items():
+                if nid == self.id:
+                    continue
+                replicas.append({"name": nid, "current": pr.match >= st.commit,
+                                 "active": 0.0 if pr.recent_active else 1.0,
+                                 "lag": max(0, st.last_index - pr.match)})
+            info["replicas"] = replicas
+        return info
+
+    async def get_msg(self, seq: int | None = None, last_by_subject: str | None = None,
+                      next_by_subject: str | None = None, direct: bool = False
+                      ) -> dict[str, Any]:
+        if not direct or not self.engine.config.allow_direct:
+            self._require_current()
+        store = self.machine.store
+        if last_by_subject:
+            m = store.load_last_msg(last_by_subject)
+        elif next_by_subject:
+            m, _ = store.load_next_msg(next_by_subject, True, seq or 0)
+        elif seq:
+            m = store.load_msg(seq)
+        else:
+            raise error_for("BAD_REQUEST", err="give seq, last_by_subject or next_by_subject")
+        return {"subject": m.subject, "seq": m.seq, "data": m.data, "hdrs": m.hdr or None,
+                "time": _ts(m.ts), "stream": self.engine.name}
+
+    async def read_range(self, start_seq: int, end_seq: int, *, filter: str = ">",
+                         max_msgs: int = 10_000, max_bytes: int = 8 << 20) -> dict[str, Any]:
+        """Messages with ``start_seq <= seq <= end_seq`` matching ``filter``, in order, as
+        columns (for bulk readers); ``next`` is where to continue (0 when done)."""
+        self._ensure_started()
+        store = self.machine.store
+        seqs, subjects, hdrs, datas, tss = [], [], [], [], []
+        size, seq = 0, max(start_seq, 1)
+        while seq <= end_seq and len(seqs) < max_msgs and size < max_bytes:
+            try:
+                m, seq = store.load_next_msg(filter, True, seq)
+            except NotFoundError:
+                seq = 0
+                break
+            if seq > end_seq:
+                seq = 0
+                break
+            seqs.append(m.seq)
+            subjects.append(m.subject)
+            hdrs.append(m.hdr)
+            datas.append(m.data)
+            tss.append(m.ts)
+            size += len(m.data) + len(m.hdr) + len(m.subject)
+            seq += 1
+        nxt = seq if seqs and 0 < seq <= end_seq else 0
+        return {"seq": seqs, "subject": subjects, "hdr": hdrs, "data": datas, "ts": tss,
+                "next": nxt}
+
+    async def drain_republished(self) -> list[tuple[str, bytes, bytes]]:
+        out, self._republished = self._republished, []
+        return [(r.subject, r.hdr, r.data) for r in out]
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def destroy(self) -> None:
+        """Stop and delete this replica's data (the stream was deleted or moved away)."""
+        await self._stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    async def shutdown(self) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        if self._upkeep is not None:
+            self._upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._upkeep
+        await self.host.stop()
+        with contextlib.suppress(Exception):
+            self.machine.store.close()
+        with contextlib.suppress(Exception):
+            self.group.storage.close()
+
+
+__all__ = ["StreamReplica"]

@@ -1,0 +1,250 @@
+"""Publishing: sync, batched, and asynchronous with a bounded in-flight window."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from rayjet.api import PubAck
+from rayjet.api import headers as H
+from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
+from rayjet.subjects import validate_subject
+
+MAX_CALL_MSGS = 10_000  # messages per actor call
+_SUBJECT_CACHE = 10_000
+
+
+def _payload(data: Any) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode()
+    raise BadRequestError(f"payload must be bytes (or str), not {type(data).__name__}")
+
+
+def _message(subject: Any, data: Any, headers: Any) -> tuple[str, bytes, dict | None]:
+    validate_subject(subject)
+    return subject, _payload(data), (H.validate_headers(headers) or None)
+
+
+class PublishAPI:
+    """Mixed into :class:`rayjet.client.JetStream`."""
+
+    def _init_publish(self) -> None:
+        self._subject_streams: OrderedDict[str, str] = OrderedDict()
+        self._async: AsyncPublisher | None = None
+        self._async_lock = threading.Lock()
+
+    def _stream_for(self, subject: str) -> str:
+        name = self._subject_streams.get(subject)
+        if name is None:
+            found = self._meta_call("lookup_subject", subject)
+            if found is None:
+                raise NotFoundError(f"no stream captures subject {subject!r}: add a stream "
+                                    "whose subjects match it", spec="STREAM_NOT_FOUND")
+            name = found["config"]["name"]
+            self._subject_streams[subject] = name
+            if len(self._subject_streams) > _SUBJECT_CACHE:
+                self._subject_streams.popitem(last=False)
+        return name
+
+    def _send(self, stream: str, msgs: list[tuple], timeout: float) -> list[Any]:
+        # a retry after an unknown outcome is safe only when every message has a msg id
+        safe = all(h and H.MSG_ID in h for _, _, h in msgs)
+        try:
+            return self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
+                                     retry_unknown=safe)
+        except NotFoundError:
+            self._subject_streams.clear()  # the stream went away; subjects may have moved
+            raise
+
+    def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
+                stream: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
+        """Store one message; returns its PubAck once a majority of replicas has it."""
+        subject, data, hdrs = _message(subject, payload, headers)
+        if stream is not None:
+            hdrs = {**(hdrs or {}), H.EXPECTED_STREAM: stream}
+        name = self._stream_for(subject)
+        (answer,) = self._send(name, [(subject, data, hdrs)], timeout or self.timeout)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def publish_batch(self, msgs, *, atomic: bool = False, timeout: float | None = None
+                      ) -> list[PubAck | APIError]:
+        """Publish ``(subject, data[, headers])`` items, in order, with few actor calls.
+
+        Non-atomic: one answer per message, a PubAck or the APIError that refused it
+        (nothing is dropped silently). ``atomic=True``: all messages (one stream) are stored
+        together or none are; returns the PubAck of each message."""
+        items = [_message(*(m if len(m) == 3 else (*m, None))) for m in msgs]
+        if not items:
+            return []
+        timeout = timeout or self.timeout
+        if atomic:
+            streams = {self._stream_for(s) for s, _, _ in items}
+            if len(streams) != 1:
+                raise BadRequestError("an atomic batch must go to one stream; these subjects "
+                                      f"belong to {sorted(streams)}")
+            (stream,) = streams
+            ack = self._stream_call(stream, "publish_atomic", items, uuid.uuid4().hex[:32],
+                                    timeout, timeout=timeout, retry_unknown=False)
+            first = ack.seq - len(items) + 1
+            return [PubAck(stream=ack.stream, seq=first + i, batch=ack.batch,
+                           count=ack.count) for i in range(len(items))]
+        answers: list[Any] = []
+        run: list[tuple] = []
+        run_stream = None
+        for item in items:
+            try:
+                stream = self._stream_for(item[0])
+            except APIError as err:
+                answers.extend(self._flush_run(run_stream, run, timeout))
+                run, run_stream = [], None
+                answers.append(err)
+                continue
+            if stream != run_stream or len(run) >= MAX_CALL_MSGS:
+                answers.extend(self._flush_run(run_stream, run, timeout))
+                run, run_stream = [], stream
+            run.append(item)
+        answers.extend(self._flush_run(run_stream, run, timeout))
+        return answers
+
+    def _flush_run(self, stream: str | None, run: list[tuple], timeout: float) -> list[Any]:
+        if not run:
+            return []
+        try:
+            return self._send(stream, run, timeout)
+        except APIError as err:
+            return [err] * len(run)
+
+    # -- async ------------------------------------------------------------------------------
+    def publish_async(self, subject: str, payload: bytes = b"", wait_stall: float | None = None,
+                      headers: dict[str, str] | None = None, stream: str | None = None
+                      ) -> concurrent.futures.Future:
+        """Queue a message; the future resolves to its PubAck (or the error)."""
+        subject, data, hdrs = _message(subject, payload, headers)
+        if stream is not None:
+            hdrs = {**(hdrs or {}), H.EXPECTED_STREAM: stream}
+        with self._async_lock:
+            if self._async is None:
+                self._check_open()
+                self._async = AsyncPublisher(self, self.max_pending_async)
+        return self._async.submit(subject, data, hdrs, wait_stall)
+
+    def publish_async_pending(self) -> int:
+        return self._async.pending if self._async else 0
+
+    def publish_async_completed(self, timeout: float | None = None) -> None:
+        """Wait until every queued async publish has its answer."""
+        if self._async is not None:
+            self._async.drain(timeout)
+
+    def _close_publish(self) -> None:
+        if self._async is not None:
+            self._async.stop()
+            self._async = None
+
+
+class AsyncPublisher:
+    """A dispatcher thread: drains the queue into per-stream batches, one call each.
+
+    The longer a call takes, the more messages the next one carries, so throughput grows
+    with load. Order is kept per stream. ``window`` bounds messages not yet answered.
+    """
+
+    def __init__(self, js: PublishAPI, window: int) -> None:
+        self.js = js
+        self.window = window
+        self._queue: queue.Queue = queue.Queue()
+        self._slots = threading.Semaphore(window)
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="rayjet-publish", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def submit(self, subject: str, data: bytes, hdrs: dict | None, wait_stall: float | None
+               ) -> concurrent.futures.Future:
+        if self._stopped:
+            raise BadRequestError("the connection is closed")
+        if not self._slots.acquire(timeout=wait_stall if wait_stall is not None else None):
+            raise TimeoutError(f"publish_async stalled: {self.window} messages are waiting "
+                               "for acks; wait for them or raise max_pending_async")
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            self._pending += 1
+        self._queue.put((subject, data, hdrs, fut))
+        return fut
+
+    def _finish(self, fut: concurrent.futures.Future, answer: Any) -> None:
+        if isinstance(answer, BaseException):
+            fut.set_exception(answer)
+        else:
+            fut.set_result(answer)
+        self._slots.release()
+        with self._lock:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            while len(batch) < MAX_CALL_MSGS:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._queue.put(None)
+                    break
+                batch.append(nxt)
+            self._dispatch(batch)
+
+    def _dispatch(self, batch: list[tuple]) -> None:
+        by_stream: dict[str, list[tuple]] = {}
+        for subject, data, hdrs, fut in batch:
+            try:
+                stream = self.js._stream_for(subject)
+            except Exception as err:  # noqa: BLE001 - every failure answers its future
+                self._finish(fut, err)
+                continue
+            by_stream.setdefault(stream, []).append((subject, data, hdrs, fut))
+        for stream, items in by_stream.items():
+            msgs = [(s, d, h) for s, d, h, _ in items]
+            try:
+                answers = self.js._send(stream, msgs, self.js.timeout)
+            except Exception as err:  # noqa: BLE001
+                answers = [err] * len(items)
+            for (_, _, _, fut), answer in zip(items, answers, strict=True):
+                self._finish(fut, answer)
+
+    def drain(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"{self._pending} async publishes still pending")
+                self._idle.wait(remaining)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._queue.put(None)
+        self._thread.join(timeout=30)

@@ -1,0 +1,130 @@
+"""The stream half of the client API: manage streams, read and delete messages."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
+from rayjet.client.router import GroupRouter, stream_router
+from rayjet.errors import BadRequestError, NotFoundError
+
+
+def _config(config: StreamConfig | dict | None, params: dict[str, Any]) -> StreamConfig:
+    if config is None:
+        return StreamConfig(**params)
+    if isinstance(config, dict):
+        config = StreamConfig.from_dict(config)
+    if not isinstance(config, StreamConfig):
+        raise BadRequestError(f"pass a StreamConfig (or its fields), not {type(config).__name__}")
+    return dataclasses.replace(config, **params) if params else config
+
+
+def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
+    state = dict(raw["state"])
+    state["consumer_count"] = len(assignment.get("consumers", ()))
+    created = assignment.get("created_ns") or raw.get("created_ns") or 0
+    cluster = dict(raw.get("cluster") or {})
+    return StreamInfo(
+        config=StreamConfig.from_dict(raw["config"]), state=state,
+        created=datetime.fromtimestamp(created / 1e9, tz=UTC) if created else None,
+        cluster=cluster or None, timestamp=datetime.now(tz=UTC))
+
+
+class StreamsAPI:
+    """Mixed into :class:`rayjet.client.JetStream`; needs ``_meta`` and ``timeout``."""
+
+    _meta: GroupRouter
+    timeout: float
+
+    def _init_streams(self) -> None:
+        self._routers: dict[str, tuple[dict[str, Any], GroupRouter]] = {}
+
+    def _meta_call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        self._check_open()
+        return self._meta.call(method, *args, timeout=timeout or self.timeout)
+
+    def _stream(self, name: str, refresh: bool = False) -> tuple[dict[str, Any], GroupRouter]:
+        if not isinstance(name, str) or not name:
+            raise BadRequestError(f"invalid stream name {name!r}")
+        cached = self._routers.get(name)
+        if cached is None or refresh:
+            assignment = self._meta_call("stream_assignment", name)
+            router = stream_router(assignment)
+            if cached is not None and cached[0]["group"] == assignment["group"]:
+                router.leader = cached[1].leader
+            cached = (assignment, router)
+            self._routers[name] = cached
+        return cached
+
+    def _stream_call(self, name: str, method: str, *args: Any, timeout: float | None = None,
+                     **kwargs: Any) -> Any:
+        assignment, router = self._stream(name)
+        try:
+            return router.call(method, *args, timeout=timeout or self.timeout, **kwargs)
+        except Exception:
+            # the replica set may have changed (scaled, moved, re-created): look again
+            self._routers.pop(name, None)
+            raise
+
+    # -- management -------------------------------------------------------------------------
+    def add_stream(self, config: StreamConfig | dict | None = None, **params: Any) -> StreamInfo:
+        cfg = _config(config, params)
+        assignment = self._meta_call("add_stream", cfg.to_dict(), timeout=max(self.timeout, 60))
+        self._routers.pop(cfg.name, None)
+        return self.stream_info(assignment["config"]["name"])
+
+    def update_stream(self, config: StreamConfig | dict | None = None, **params: Any
+                      ) -> StreamInfo:
+        cfg = _config(config, params)
+        self._meta_call("update_stream", cfg.to_dict(), timeout=max(self.timeout, 120))
+        self._routers.pop(cfg.name, None)
+        return self.stream_info(cfg.name)
+
+    def delete_stream(self, name: str) -> bool:
+        result = self._meta_call("delete_stream", name, timeout=max(self.timeout, 60))
+        self._routers.pop(name, None)
+        return bool(result)
+
+    def stream_info(self, name: str, subjects_filter: str | None = None,
+                    deleted_details: bool = False) -> StreamInfo:
+        assignment, _ = self._stream(name, refresh=True)
+        raw = self._stream_call(name, "info", subjects_filter, deleted_details)
+        return _stream_info(raw, assignment)
+
+    def streams_info(self, subject: str | None = None) -> list[StreamInfo]:
+        return [self.stream_info(a["config"]["name"])
+                for a in self._meta_call("list_streams", subject)]
+
+    def stream_names(self, subject: str | None = None) -> list[str]:
+        return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]
+
+    def find_stream_name_by_subject(self, subject: str) -> str:
+        found = self._meta_call("lookup_subject", subject)
+        if found is None:
+            raise NotFoundError(f"no stream captures subject {subject!r}",
+                                spec="STREAM_NOT_FOUND")
+        return found["config"]["name"]
+
+    # -- messages ---------------------------------------------------------------------------
+    def purge_stream(self, name: str, subject: str | None = None, seq: int | None = None,
+                     keep: int | None = None) -> int:
+        return self._stream_call(name, "purge", subject, seq, keep, retry_unknown=False)
+
+    def delete_msg(self, name: str, seq: int, erase: bool = False) -> bool:
+        return self._stream_call(name, "delete_msg", seq, erase)
+
+    def secure_delete_msg(self, name: str, seq: int) -> bool:
+        return self.delete_msg(name, seq, erase=True)
+
+    def get_msg(self, name: str, seq: int | None = None, *, last_by_subject: str | None = None,
+                next_by_subject: str | None = None, direct: bool = False) -> RawStreamMsg:
+        if seq is None and not last_by_subject and not next_by_subject:
+            raise BadRequestError("get_msg needs seq, last_by_subject or next_by_subject")
+        raw = self._stream_call(name, "get_msg", seq, last_by_subject, next_by_subject, direct,
+                                any_replica=direct)
+        return RawStreamMsg(**raw)
+
+    def get_last_msg(self, name: str, subject: str, direct: bool = False) -> RawStreamMsg:
+        return self.get_msg(name, last_by_subject=subject, direct=direct)

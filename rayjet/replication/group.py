@@ -1,0 +1,227 @@
+"""Drive one raft replica: the Ready loop between the raft core, the log, and the state machine.
+
+Pure and synchronous (no Ray, no threads): the actor shell calls ``tick``, ``step``,
+``propose`` and then ``process``, and does the I/O ``process`` hands back (messages to send,
+proposals to answer). Order inside ``process`` follows the raft contract: persist (and fsync
+when needed) before sending messages that promise persisted state, then apply.
+
+Replay is exact, so state machines need not be idempotent: at start-up the machine is
+restored from the last snapshot (``restore(data, full=False)``, with ``b""`` when there is
+none) and must roll its own durable state back to that point (a stream store truncates to
+the sequence the snapshot recorded); the log then replays every entry after it. A snapshot
+shipped to a lagging follower is re-cut at the leader's applied index first, so the full
+state it carries matches its index exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rayjet.raft import (
+    ConfChange,
+    Config,
+    ConfState,
+    EntryType,
+    Message,
+    MessageType,
+    ProposalDroppedError,
+    RawNode,
+    Role,
+    Snapshot,
+    bootstrap,
+)
+
+
+class StateMachine(Protocol):
+    def apply(self, index: int, data: bytes) -> Any:
+        """Apply one committed entry; the value (or exception) answers its proposer."""
+
+    def snapshot(self) -> bytes:
+        """Compact state for log compaction; durable data lives in the machine's own store."""
+
+    def full_snapshot(self) -> bytes:
+        """Everything a new replica needs (sent to followers behind the compaction point)."""
+
+    def restore(self, data: bytes, *, full: bool) -> None:
+        """Load a snapshot: ``full`` from the leader, otherwise our own compact one."""
+
+    def sync(self) -> None:
+        """Make applied state durable (before the log entries holding it are dropped)."""
+
+
+@dataclass(slots=True)
+class Applied:
+    index: int
+    term: int
+    result: Any  # a value or an Exception
+
+
+@dataclass(slots=True)
+class Output:
+    """What one ``process`` call produced, for the shell to act on."""
+
+    messages: list[Message] = field(default_factory=list)
+    applied: list[Applied] = field(default_factory=list)
+    conf_changes: list[tuple[ConfChange, ConfState]] = field(default_factory=list)
+    read_states: list[tuple[int, bytes]] = field(default_factory=list)
+    role: Role | None = None  # set when the role changed
+    leader: str | None = None
+    snapshots_sent: list[str] = field(default_factory=list)  # peers to report_snapshot for
+
+
+@dataclass
+class GroupOptions:
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    sync_always: bool = False  # fsync entries before acknowledging them
+    snapshot_every: int = 8192  # applied entries between compactions
+    max_size_per_msg: int = 8 << 20
+    max_inflight_msgs: int = 64
+    seed: int | None = None
+
+
+class ReplicaGroup:
+    def __init__(self, node_id: str, storage: Any, sm: StateMachine, *,
+                 voters: Sequence[str] = (), options: GroupOptions | None = None) -> None:
+        self.id = node_id
+        self.storage = storage
+        self.sm = sm
+        self.opts = options or GroupOptions()
+        hard, conf = storage.initial_state()
+        if not conf.voters and not conf.learners and storage.last_index() == 0:
+            if not voters:
+                raise ProposalDroppedError("a new replica needs its voters to bootstrap")
+            bootstrap(storage, sorted(voters))
+            storage.sync()
+        snap = storage.snapshot()
+        sm.restore(snap.data, full=False)  # roll back to the snapshot; the log replays the rest
+        self.conf_state = storage.initial_state()[1]
+        self.snapshot_index = snap.meta.index
+        rng = random.Random(self.opts.seed if self.opts.seed is not None else node_id)
+        self.node = RawNode(Config(
+            id=node_id, election_tick=self.opts.election_tick,
+            heartbeat_tick=self.opts.heartbeat_tick, applied=snap.meta.index,
+            max_size_per_msg=self.opts.max_size_per_msg,
+            max_inflight_msgs=self.opts.max_inflight_msgs, rng=rng), storage)
+        self.applied = snap.meta.index
+        self.role = Role.FOLLOWER
+        self.leader: str | None = None
+
+    # -- inputs -----------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.node.tick()
+
+    def step(self, messages: Sequence[Message]) -> None:
+        for m in messages:
+            self.node.step(m)
+
+    def campaign(self) -> None:
+        self.node.campaign()
+
+    def propose(self, data: bytes) -> tuple[int, int]:
+        """Append ``data``; returns (index, term) to match the answer in ``Output.applied``."""
+        index = self.node.propose(data)
+        return index, self.node.raft.term
+
+    def propose_conf_change(self, cc: ConfChange) -> tuple[int, int]:
+        index = self.node.propose_conf_change(cc)
+        return index, self.node.raft.term
+
+    def transfer_leader(self, to: str) -> None:
+        self.node.transfer_leader(to)
+
+    def read_index(self, ctx: bytes) -> None:
+        self.node.read_index(ctx)
+
+    def report_unreachable(self, peer: str) -> None:
+        self.node.report_unreachable(peer)
+
+    def report_snapshot(self, peer: str, ok: bool) -> None:
+        self.node.report_snapshot(peer, ok)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == Role.LEADER
+
+    @property
+    def term(self) -> int:
+        return self.node.raft.term
+
+    # -- the Ready loop ---------------------------------------------------------------------
+    def process(self) -> Output:
+        out = Output()
+        while self.node.has_ready():
+            rd = self.node.ready()
+            if rd.soft_state is not None:
+                self.role, self.leader = rd.soft_state.role, rd.soft_state.lead
+                out.role, out.leader = self.role, self.leader
+            self.storage.save(rd.hard_state, rd.entries, rd.snapshot)
+            # everything reaches the OS before messages leave (a killed process loses
+            # nothing); votes, terms and snapshots are fsynced, entries only under "always"
+            term_change = rd.must_sync and not rd.entries and rd.snapshot is None
+            if self.opts.sync_always and rd.must_sync or term_change or rd.snapshot is not None:
+                self.storage.sync()
+            elif rd.hard_state is not None or rd.entries:
+                self.storage.flush()
+            for m in rd.messages:
+                if m.type == MessageType.SNAP and m.snapshot is not None:
+                    m = dataclasses.replace(m, snapshot=self._shippable_snapshot())
+                    out.snapshots_sent.append(m.to)
+                out.messages.append(m)
+            if rd.snapshot is not None and rd.snapshot.meta.index > 0:
+                self.sm.restore(rd.snapshot.data, full=True)
+                self.conf_state = rd.snapshot.meta.conf_state
+                self.applied = rd.snapshot.meta.index
+                self.snapshot_index = rd.snapshot.meta.index
+            for entry in rd.committed_entries:
+                if entry.type == EntryType.CONF_CHANGE:
+                    result = self._apply_conf_change(entry.data, out)
+                elif entry.data:
+                    try:
+                        result = self.sm.apply(entry.index, entry.data)
+                    except Exception as exc:  # the proposer gets the error; replicas agree
+                        result = exc
+                else:
+                    result = None  # the empty entry a new leader appends
+                out.applied.append(Applied(entry.index, entry.term, result))
+                self.applied = entry.index
+            out.read_states.extend((rs.index, rs.request_ctx) for rs in rd.read_states)
+            self.node.advance(rd)
+        self._maybe_compact()
+        return out
+
+    def _apply_conf_change(self, data: bytes, out: Output) -> ConfState:
+        cc = ConfChange.decode(data)
+        self.conf_state = self.node.apply_conf_change(cc)
+        out.conf_changes.append((cc, self.conf_state))
+        return self.conf_state
+
+    def _maybe_compact(self) -> None:
+        if self.applied - self.snapshot_index >= self.opts.snapshot_every:
+            self._compact()
+
+    def _compact(self) -> None:
+        if self.applied <= self.snapshot_index:
+            return
+        self.sm.sync()  # the store must hold what the dropped entries carried
+        self.storage.create_snapshot(self.applied, self.conf_state, self.sm.snapshot())
+        self.storage.compact(self.applied)
+        self.storage.sync()
+        self.snapshot_index = self.applied
+
+    def _shippable_snapshot(self) -> Snapshot:
+        """A snapshot at the applied index carrying the machine's full state."""
+        self._compact()
+        snap = self.storage.snapshot()
+        return Snapshot(snap.meta, self.sm.full_snapshot())
+
+    def status(self) -> dict[str, Any]:
+        st = self.node.status()
+        return {"id": st.id, "role": st.role.value, "term": st.term, "leader": st.lead,
+                "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
+                "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
+                "progress": st.progress}

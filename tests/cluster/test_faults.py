@@ -1,0 +1,131 @@
+"""Acknowledged data survives leader kills and restarts; a lost quorum refuses writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import ray
+
+from rayjet import StorageType
+from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.errors import ServiceUnavailableError
+
+
+def replica_handles(js, name):
+    assignment, _ = js._stream(name, refresh=True)
+    return {rid: ray.get_actor(stream_actor_name(assignment["group"], rid), namespace=NAMESPACE)
+            for rid, _node in assignment["peers"]}
+
+
+def leader_id(js, name):
+    for rid, handle in replica_handles(js, name).items():
+        st = ray.get(handle.status.remote(), timeout=30)
+        if st["role"] == "Leader":
+            return rid
+    return None
+
+
+def replica_contents(handle, last_seq):
+    got = ray.get(handle.read_range.remote(1, last_seq, max_msgs=100_000), timeout=60)
+    return list(zip(got["seq"], got["data"], strict=True))
+
+
+def wait_replicas_equal(js, name, last_seq, timeout=60):
+    """Every replica holds exactly the messages up to last_seq (followers catch up)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        handles = replica_handles(js, name)
+        contents = {rid: replica_contents(h, last_seq) for rid, h in handles.items()}
+        values = list(contents.values())
+        if all(v == values[0] for v in values) and values[0] and values[0][-1][0] == last_seq:
+            return values[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"replicas differ: { {r: len(v) for r, v in contents.items()} }")
+        time.sleep(0.2)
+
+
+def test_killing_the_leader_loses_no_acked_message(js, stream_name):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    try:
+        acked: dict[int, bytes] = {}
+        kills = 0
+        for i in range(120):
+            if i in (30, 60, 90):
+                victim = leader_id(js, name)
+                ray.kill(replica_handles(js, name)[victim], no_restart=False)
+                kills += 1
+            data = b"msg-%d" % i
+            ack = js.publish(f"{name}.a", data, headers={"Nats-Msg-Id": f"id-{i}"}, timeout=30)
+            assert ack.seq not in acked, "two messages acked at the same sequence"
+            acked[ack.seq] = data
+        assert kills == 3
+        assert sorted(acked.values()) == sorted(b"msg-%d" % i for i in range(120))
+        last = js.stream_info(name).state.last_seq
+        stored = wait_replicas_equal(js, name, last)
+        by_seq = dict(stored)
+        for seq, data in acked.items():
+            assert by_seq[seq] == data  # at its acked sequence, on every replica
+        assert sorted(by_seq.values()) == sorted(acked.values())  # and exactly once
+    finally:
+        js.delete_stream(name)
+
+
+def test_a_stream_without_quorum_refuses_writes_instead_of_hanging(js, stream_name):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3,
+                  storage=StorageType.MEMORY)
+    try:
+        js.publish(f"{name}.a", b"before")
+        handles = replica_handles(js, name)
+        leader = leader_id(js, name)
+        followers = [rid for rid in handles if rid != leader]
+        for rid in followers:
+            ray.kill(handles[rid], no_restart=True)
+        with pytest.raises(ServiceUnavailableError):
+            js.publish(f"{name}.a", b"after", timeout=3)
+    finally:
+        js.delete_stream(name)
+
+
+RESTART_SCRIPT = textwrap.dedent("""
+    import sys, rayjet
+    from rayjet import StorageType
+    data_dir, phase = sys.argv[1], sys.argv[2]
+    with rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30) as js:
+        if phase == "write":
+            js.add_stream(name="KEEP", subjects=["keep.*"], num_replicas=3,
+                          storage=StorageType.FILE)
+            for i in range(50):
+                js.publish("keep.a", b"m%d" % i)
+            js.delete_msg("KEEP", 7)
+        else:
+            info = js.stream_info("KEEP")
+            assert info.config.num_replicas == 3, info.config
+            assert (info.state.messages, info.state.last_seq) == (49, 50), info.state
+            assert js.get_msg("KEEP", 50).data == b"m49"
+            assert js.publish("keep.a", b"after").seq == 51
+            print("RESTORED")
+""")
+
+
+def test_full_restart_brings_streams_and_messages_back(tmp_path):
+    # a separate Ray instance per phase: shutting Ray down loses every actor
+    script = tmp_path / "phase.py"
+    script.write_text(RESTART_SCRIPT)
+    data_dir = tmp_path / "data"
+    env = {"RAY_ADDRESS": "", "PYTHONPATH": ":".join(sys.path)}
+    import os
+
+    env = {**os.environ, **env}
+    env.pop("RAY_ADDRESS")
+    for phase in ("write", "read"):
+        proc = subprocess.run([sys.executable, str(script), str(data_dir), phase],
+                              capture_output=True, text=True, timeout=240, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "RESTORED" in proc.stdout

@@ -1,0 +1,163 @@
+"""Streams on real Ray actors: management, publishing, reads, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from rayjet import DiscardPolicy, StorageType, StreamConfig
+from rayjet.errors import (
+    BadRequestError,
+    InvalidConfigError,
+    InvalidSubjectError,
+    MessageTooBigError,
+    NotFoundError,
+    StoreLimitError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+    SubjectsOverlapError,
+    WrongLastSequenceError,
+)
+
+
+@pytest.fixture
+def stream(js, stream_name):
+    info = js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"],
+                         storage=StorageType.MEMORY)
+    yield info.config
+    js.delete_stream(stream_name)
+
+
+def test_publish_get_info_purge_delete(js, stream):
+    s = stream.name
+    acks = [js.publish(f"{s}.a", b"one"), js.publish(f"{s}.b", b"two"),
+            js.publish(f"{s}.a", b"three", headers={"k": "v"})]
+    assert [a.seq for a in acks] == [1, 2, 3] and all(a.stream == s for a in acks)
+    info = js.stream_info(s)
+    assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (3, 1, 3)
+    assert info.state.num_subjects == 2 and info.created is not None
+    # the record size formula of the store, summed: 30 + subject + data (+ 4 + headers)
+    hdr = len(b"NATS/1.0\r\nk: v\r\n\r\n")
+    subj = len(f"{s}.a")
+    assert info.state.bytes == (30 + subj + 3) + (30 + subj + 3) + (30 + subj + 5 + 4 + hdr)
+    last = js.get_msg(s, last_by_subject=f"{s}.a")
+    assert (last.seq, last.data, last.headers) == (3, b"three", {"k": "v"})
+    assert js.get_msg(s, 2).data == b"two"
+    assert js.delete_msg(s, 2) is True
+    with pytest.raises(NotFoundError) as info_err:
+        js.get_msg(s, 2)
+    assert info_err.value.err_code == 10037
+    assert js.stream_info(s).state.num_deleted == 1
+    assert js.purge_stream(s, subject=f"{s}.a") == 2
+    assert js.stream_info(s).state.messages == 0
+    assert js.publish(f"{s}.a", b"four").seq == 4  # sequences never go back
+
+
+def test_names_info_list_and_lookup(js, stream):
+    assert stream.name in js.stream_names()
+    assert js.stream_names(subject=f"{stream.name}.x") == [stream.name]
+    assert js.find_stream_name_by_subject(f"{stream.name}.x") == stream.name
+    assert any(i.config.name == stream.name for i in js.streams_info())
+
+
+def test_stream_errors_carry_nats_codes(js, stream):
+    with pytest.raises(StreamNotFoundError) as err:
+        js.stream_info("NOSUCHSTREAM")
+    assert err.value.err_code == 10059
+    with pytest.raises(StreamNameInUseError) as err:
+        js.add_stream(name=stream.name, subjects=[f"{stream.name}.other"])
+    assert err.value.err_code == 10058
+    with pytest.raises(SubjectsOverlapError) as err:
+        js.add_stream(name=f"{stream.name}X", subjects=[f"{stream.name}.>"])
+    assert err.value.err_code == 10065
+    with pytest.raises(InvalidConfigError) as err:
+        js.add_stream(name="bad.name", subjects=["bad"])
+    assert err.value.err_code == 10052
+    # adding the identical stream again is fine (idempotent, as in NATS)
+    assert js.add_stream(stream).config.name == stream.name
+
+
+def test_publish_refuses_bad_input_and_stores_nothing(js, stream):
+    s = stream.name
+    with pytest.raises(InvalidSubjectError):
+        js.publish(f"{s}..a", b"x")
+    with pytest.raises(InvalidSubjectError):
+        js.publish(f"{s}.*", b"x")
+    with pytest.raises(BadRequestError):
+        js.publish(f"{s}.a", 12345)
+    with pytest.raises(BadRequestError):
+        js.publish(f"{s}.a", b"x", headers={"bad key": "v"})
+    with pytest.raises(NotFoundError):
+        js.publish("NOSTREAM.captures.this", b"x")
+    assert js.stream_info(s).state.messages == 0
+
+
+def test_limits_and_expected_headers(js, stream_name):
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.*"], max_msgs=2, discard=DiscardPolicy.NEW,
+                  max_msg_size=64, storage=StorageType.MEMORY)
+    try:
+        with pytest.raises(MessageTooBigError) as err:
+            js.publish(f"{s}.a", b"x" * 65)  # headers count too, as in NATS
+        assert err.value.err_code == 10054
+        js.publish(f"{s}.a", b"1")
+        with pytest.raises(WrongLastSequenceError) as err:
+            js.publish(f"{s}.a", b"2", headers={"Nats-Expected-Last-Sequence": "5"})
+        assert err.value.err_code == 10071
+        js.publish(f"{s}.a", b"2", headers={"Nats-Expected-Last-Sequence": "1"})
+        with pytest.raises(StoreLimitError) as err:
+            js.publish(f"{s}.a", b"3")
+        assert err.value.err_code == 10077
+        assert js.stream_info(s).state.messages == 2
+    finally:
+        js.delete_stream(s)
+
+
+def test_dedup_answers_the_original_sequence(js, stream):
+    s = stream.name
+    first = js.publish(f"{s}.a", b"x", headers={"Nats-Msg-Id": "abc"})
+    again = js.publish(f"{s}.a", b"x", headers={"Nats-Msg-Id": "abc"})
+    assert (again.seq, again.duplicate) == (first.seq, True)
+    assert js.stream_info(s).state.messages == 1
+
+
+def test_publish_batch_and_async_keep_order_and_report_each_message(js, stream):
+    s = stream.name
+    answers = js.publish_batch([(f"{s}.a", b"%d" % i) for i in range(500)]
+                               + [("NOSTREAM.here", b"lost?")] + [(f"{s}.b", b"end")])
+    assert [a.seq for a in answers[:500]] == list(range(1, 501))
+    assert isinstance(answers[500], NotFoundError)  # refused, and said so
+    assert answers[501].seq == 501
+    futures = [js.publish_async(f"{s}.c", b"%d" % i) for i in range(300)]
+    js.publish_async_completed(timeout=30)
+    assert [f.result().seq for f in futures] == list(range(502, 802))
+    msgs = [js.get_msg(s, seq).data for seq in (1, 250, 500)]
+    assert msgs == [b"0", b"249", b"499"]
+
+
+def test_atomic_batch_is_all_or_nothing(js, stream_name):
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.*"], allow_atomic_publish=True,
+                  storage=StorageType.MEMORY)
+    try:
+        acks = js.publish_batch([(f"{s}.a", b"1"), (f"{s}.b", b"2")], atomic=True)
+        assert [a.seq for a in acks] == [1, 2]
+        with pytest.raises(Exception) as err:
+            js.publish_batch([(f"{s}.a", b"3"),
+                              (f"{s}.a", b"4", {"Nats-Expected-Last-Sequence": "99"})],
+                             atomic=True)
+        assert getattr(err.value, "err_code", None) is not None
+        assert js.stream_info(s).state.messages == 2
+    finally:
+        js.delete_stream(s)
+
+
+def test_update_stream_checks_editable_fields(js, stream):
+    updated = js.update_stream(StreamConfig(name=stream.name, subjects=[f"{stream.name}.*"],
+                                            storage=StorageType.MEMORY, max_msgs=10,
+                                            description="now limited"))
+    assert updated.config.max_msgs == 10 and updated.config.description == "now limited"
+    with pytest.raises(InvalidConfigError):
+        js.update_stream(StreamConfig(name=stream.name, subjects=[f"{stream.name}.*"],
+                                      storage=StorageType.FILE))
+    with pytest.raises(StreamNotFoundError):
+        js.update_stream(StreamConfig(name="NOSUCH", subjects=["nosuch"]))
