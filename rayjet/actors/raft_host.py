@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
-from rayjet.raft import Message, ProposalDroppedError, Role
+from rayjet.raft import ConfChange, Message, ProposalDroppedError, Role
 from rayjet.replication import Output, ReplicaGroup
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,23 @@ class RaftHost:
         self._waiters[index] = (term, fut)
         self.pump()
         return fut
+
+    async def propose_conf_change(self, cc: ConfChange, timeout: float) -> Any:
+        """One membership step; resolves when it is committed and applied."""
+        try:
+            index, term = self.group.propose_conf_change(cc)
+        except ProposalDroppedError as exc:
+            raise NotLeaderError(f"{self.name}: {exc.description}", group=self.name,
+                                 leader=self.group.leader) from None
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[index] = (term, fut)
+        self.pump()
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            raise ServiceUnavailableError(
+                f"{self.name}: the membership change was not committed within {timeout:.1f}s"
+            ) from None
 
     async def propose(self, data: bytes, timeout: float) -> Any:
         fut = self.propose_nowait(data)

@@ -243,18 +243,9 @@ class StreamReplica:
             raise NotLeaderError(group=self.group_name, leader=self.group.leader)
         kinds = {"learner": ConfChangeType.ADD_LEARNER, "voter": ConfChangeType.ADD_VOTER,
                  "remove": ConfChangeType.REMOVE}
-        cc = ConfChange(kinds[kind], replica_id)
         if kind == "remove" and replica_id == self.id:
             raise error_for("BAD_REQUEST", err="transfer leadership before removing the leader")
-        try:
-            index, term = self.group.propose_conf_change(cc)
-        except APIError as err:
-            raise NotLeaderError(str(err.description), group=self.group_name,
-                                 leader=self.group.leader) from None
-        fut = asyncio.get_running_loop().create_future()
-        self.host._waiters[index] = (term, fut)
-        self.host.pump()
-        await asyncio.wait_for(fut, timeout)
+        await self.host.propose_conf_change(ConfChange(kinds[kind], replica_id), timeout)
         return list(self.group.conf_state.voters)
 
     async def progress(self) -> dict[str, Any]:

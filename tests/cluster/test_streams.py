@@ -7,6 +7,7 @@ import pytest
 from rayjet import DiscardPolicy, StorageType, StreamConfig
 from rayjet.errors import (
     BadRequestError,
+    ExpectedStreamMismatchError,
     InvalidConfigError,
     InvalidSubjectError,
     MessageTooBigError,
@@ -15,6 +16,7 @@ from rayjet.errors import (
     StreamNameInUseError,
     StreamNotFoundError,
     SubjectsOverlapError,
+    WrongLastMsgIdError,
     WrongLastSequenceError,
 )
 
@@ -91,10 +93,11 @@ def test_publish_refuses_bad_input_and_stores_nothing(js, stream):
     assert js.stream_info(s).state.messages == 0
 
 
-def test_limits_and_expected_headers(js, stream_name):
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_limits_and_expected_headers(js, stream_name, replicas):
     s = stream_name
     js.add_stream(name=s, subjects=[f"{s}.*"], max_msgs=2, discard=DiscardPolicy.NEW,
-                  max_msg_size=64, storage=StorageType.MEMORY)
+                  max_msg_size=64, storage=StorageType.MEMORY, num_replicas=replicas)
     try:
         with pytest.raises(MessageTooBigError) as err:
             js.publish(f"{s}.a", b"x" * 65)  # headers count too, as in NATS
@@ -112,12 +115,29 @@ def test_limits_and_expected_headers(js, stream_name):
         js.delete_stream(s)
 
 
-def test_dedup_answers_the_original_sequence(js, stream):
-    s = stream.name
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_dedup_and_expected_stream(js, stream_name, replicas):
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.*"], num_replicas=replicas,
+                  storage=StorageType.FILE)
+    try:
+        _check_dedup_and_expected_stream(js, s)
+    finally:
+        js.delete_stream(s)
+
+
+def _check_dedup_and_expected_stream(js, s):
     first = js.publish(f"{s}.a", b"x", headers={"Nats-Msg-Id": "abc"})
     again = js.publish(f"{s}.a", b"x", headers={"Nats-Msg-Id": "abc"})
     assert (again.seq, again.duplicate) == (first.seq, True)
     assert js.stream_info(s).state.messages == 1
+    with pytest.raises(ExpectedStreamMismatchError) as err:
+        js.publish(f"{s}.a", b"y", stream="OTHER")
+    assert err.value.err_code == 10060
+    assert js.publish(f"{s}.a", b"y", stream=s).seq == 2
+    with pytest.raises(WrongLastMsgIdError) as err:
+        js.publish(f"{s}.a", b"z", headers={"Nats-Expected-Last-Msg-Id": "nope"})
+    assert err.value.err_code == 10070
 
 
 def test_publish_batch_and_async_keep_order_and_report_each_message(js, stream):
