@@ -1,0 +1,126 @@
+"""Stream features that need the replica actors' own upkeep (TTL, schedules), direct gets
+served by followers, counters, and the write guards (sealed, deny_delete, deny_purge)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+from rayjet import StorageType, StreamConfig
+from rayjet.errors import APIError, NotFoundError, StreamSealedError
+from tests.cluster.test_faults import leader_id, replica_handles
+
+
+def wait_until(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def make(js, stream_name):
+    made = []
+
+    def factory(**kw):
+        if kw.get("subjects", ...) is None:
+            kw["subjects"] = [f"{stream_name}.in.>"]
+        kw.setdefault("subjects", [f"{stream_name}.>"])
+        kw.setdefault("storage", StorageType.MEMORY)
+        info = js.add_stream(name=stream_name, **kw)
+        made.append(stream_name)
+        return info.config
+
+    yield factory
+    for name in made:
+        js.delete_stream(name)
+
+
+def test_per_message_ttl_expires_on_every_replica(js, make):
+    cfg = make(allow_msg_ttl=True, num_replicas=3)
+    s = cfg.name
+    js.publish(f"{s}.short", b"bye", headers={"Nats-TTL": "1s"})
+    js.publish(f"{s}.long", b"stay")
+
+    def gone_everywhere():
+        for h in replica_handles(js, s).values():
+            got = ray.get(h.read_range.remote(1, 2), timeout=30)
+            if got["data"] != [b"stay"]:
+                return False
+        return True
+
+    wait_until(gone_everywhere, what="the TTL message to expire on all replicas")
+    assert js.stream_info(s).state.messages == 1
+
+
+def test_at_schedule_fires_from_the_leader(js, make):
+    cfg = make(allow_msg_schedules=True)
+    s = cfg.name
+    from datetime import UTC, datetime, timedelta
+
+    at = (datetime.now(tz=UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    js.publish(f"{s}.sched", b"payload", headers={
+        "Nats-Schedule": f"@at {at}", "Nats-Schedule-Target": f"{s}.out"})
+
+    def fired():
+        try:
+            return js.get_msg(s, last_by_subject=f"{s}.out").data == b"payload"
+        except NotFoundError:
+            return False
+
+    wait_until(fired, timeout=30, what="the scheduled message")
+
+
+def test_counters_add_up_across_replicas(js, make):
+    cfg = make(allow_msg_counter=True, num_replicas=3)
+    s = cfg.name
+    vals = [js.publish(f"{s}.hits", b"", headers={"Nats-Incr": inc}).val
+            for inc in ("5", "+2", "-1")]
+    assert vals == ["5", "7", "6"]
+
+
+def test_followers_answer_direct_gets(js, make):
+    cfg = make(allow_direct=True, num_replicas=3)
+    s = cfg.name
+    js.publish(f"{s}.a", b"hello")
+    leader = leader_id(js, s)
+    handles = replica_handles(js, s)
+    follower = next(rid for rid in handles if rid != leader)
+
+    def follower_has_it():
+        try:
+            msg = ray.get(handles[follower].get_msg.remote(1, None, None, True), timeout=30)
+        except ray.exceptions.RayTaskError:
+            return False
+        return msg["data"] == b"hello"
+
+    wait_until(follower_has_it, what="the follower to serve a direct get")
+    assert js.get_msg(s, last_by_subject=f"{s}.a", direct=True).data == b"hello"
+
+
+def test_sealed_deny_delete_deny_purge(js, make):
+    cfg = make(deny_delete=True, deny_purge=True)
+    s = cfg.name
+    js.publish(f"{s}.a", b"1")
+    with pytest.raises(APIError) as err:
+        js.delete_msg(s, 1)
+    assert err.value.err_code == 10057
+    with pytest.raises(APIError) as err:
+        js.purge_stream(s)
+    assert err.value.err_code == 10110
+    js.update_stream(StreamConfig(**{**cfg.__dict__, "sealed": True}))
+    with pytest.raises(StreamSealedError) as err:
+        js.publish(f"{s}.a", b"2")
+    assert err.value.err_code == 10109
+    assert js.stream_info(s).state.messages == 1
+
+
+def test_subject_transform_on_ingest(js, make):
+    cfg = make(subject_transform={"src": "*.in.>", "dest": "{{wildcard(1)}}.stored.>"},
+               subjects=None)
+    s = cfg.name
+    ack = js.publish(f"{s}.in.x", b"v")
+    assert js.get_msg(s, ack.seq).subject == f"{s}.stored.x"
