@@ -93,6 +93,8 @@ def connect(
     ServiceUnavailableError when there is none. When this process already runs Ray (a
     driver or a task), that session is reused.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise BadRequestError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if address is not None and (not isinstance(address, str) or not address.strip()):
         raise BadRequestError(f"invalid address {address!r}: use None, 'auto' or 'host:port'")
     directory = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -114,8 +116,6 @@ def connect(
                 "or `ray up ray_cluster.yaml`, or call rayjet.connect() for a local one"
             ) from exc
         started = address is None and os.environ.get("RAY_ADDRESS") is None
-    if not isinstance(timeout, int | float) or timeout <= 0:
-        raise BadRequestError(f"timeout must be a positive number of seconds, not {timeout!r}")
     # the meta group keeps its log in the data_dir of whoever starts it first
     ensure_meta(str(directory))
     return JetStream(address=address, data_dir=directory, started_ray=started, timeout=timeout,

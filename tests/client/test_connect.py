@@ -30,3 +30,9 @@ def test_connect_refuses_an_unusable_data_dir(tmp_path):
     blocker.write_text("x")
     with pytest.raises(BadRequestError, match="data_dir"):
         rayjet.connect(data_dir=blocker / "sub")
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "5", True])
+def test_connect_refuses_a_bad_timeout(timeout):
+    with pytest.raises(BadRequestError, match="timeout"):
+        rayjet.connect(timeout=timeout)
