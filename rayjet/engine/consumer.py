@@ -1,0 +1,780 @@
+"""ConsumerEngine: the deterministic state machine of one consumer replica.
+
+Every replica: :meth:`ConsumerEngine.apply` committed ops (:mod:`.consumer_ops`) in log
+order to the replicated :class:`~.consumer_state.ConsumerState`; :meth:`snapshot` /
+:meth:`restore` it. Only the leader decides: which messages go out next (redeliveries first,
+then new messages in stream order), what an ack/nak/term/in-progress changes, when ack waits
+expire. Each decision returns the ops to propose and is applied at once to the leader's
+*view* (a copy of the state plus its proposals in flight), so pipelined decisions build on
+each other; a leader change rebuilds the view from the committed state.
+
+Leader-local, never replicated (lost on a leader change, like nats-server): the redelivery
+queue, waiting pull requests, the read position past filtered-out messages, the replay and
+rate-limit pacing. Time comes in as ``now`` (ns) or from the injected clock, and every
+timestamp a replica needs travels inside the ops.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import msgpack
+
+from rayjet.api import ConsumerConfig, ConsumerInfo, SequenceInfo, StreamConfig
+from rayjet.api.consumer import consumer_defaults
+from rayjet.api.enums import AckPolicy, DeliverPolicy, ReplayPolicy, RetentionPolicy
+from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
+from rayjet.engine import consumer_waiting as W
+from rayjet.engine.consumer_ops import (
+    AckOp,
+    ConsumerOp,
+    DeliveredOp,
+    MaxDeliveredOp,
+    PurgedOp,
+    StartOp,
+    TouchOp,
+)
+from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
+from rayjet.engine.consumer_types import (
+    ACK_METRIC,
+    ACK_METRIC_TYPE,
+    MAX_DELIVER_TYPE,
+    MAX_DELIVERIES,
+    MSG_NAKED,
+    MSG_TERMINATED,
+    NAK_TYPE,
+    TERM_REASON_DELETED,
+    TERMINATED_TYPE,
+    AckOutcome,
+    Advisory,
+    Batch,
+    ConsumerApplyResult,
+    Delivery,
+    PullRequest,
+    RequestStatus,
+)
+from rayjet.engine.consumer_util import (
+    dt,
+    go_duration,
+    headers_only,
+    iso,
+    parse_sample_freq,
+    select_start,
+    to_ns,
+)
+from rayjet.errors import NotLeaderError, error_for
+from rayjet.storage.protocol import StoredMsg
+from rayjet.subjects import matches_any
+
+_SNAP_VERSION = 1
+_READ_AHEAD = 256  # most messages read from the stream in one call
+_NS = NANOS_PER_SECOND
+
+
+class _Cand:
+    """A message chosen to go out next, not yet committed to the round."""
+
+    __slots__ = ("msg", "dc", "kind", "delivery")
+
+    def __init__(self, msg: StoredMsg, dc: int, kind: int, delivery: Delivery) -> None:
+        self.msg, self.dc, self.kind, self.delivery = msg, dc, kind, delivery
+
+
+_REDELIVERY, _SKIPLIST, _NEW = 0, 1, 2
+
+
+class _Round:
+    """The bookkeeping of one delivery decision (one ``next_batch``/``serve`` call)."""
+
+    __slots__ = ("now", "batch", "items", "max_items", "term_items", "cseq", "new", "buf",
+                 "eof_last", "cand", "npc")
+
+    def __init__(self, now: int, batch: Batch, cseq: int) -> None:
+        self.now = now
+        self.batch = batch
+        self.items: list[tuple[int, int, int]] = []
+        self.max_items: list[tuple[int, int]] = []
+        self.term_items: list[tuple[int, int]] = []
+        self.cseq = cseq  # next consumer seq
+        self.new = 0  # new messages taken (they add pending acks)
+        self.buf: deque[StoredMsg] = deque()
+        self.eof_last = -1  # stream last seq once a read came back short
+        self.cand: _Cand | None = None
+        self.npc = -1  # messages pending after the read position (-1: not counted yet)
+
+
+class ConsumerEngine:
+    def __init__(self, config: ConsumerConfig, stream_config: StreamConfig, reader,
+                 clock: Clock = SYSTEM_CLOCK, *, created_ns: int | None = None,
+                 name: str | None = None, rng: Rng | None = None) -> None:
+        self.stream_config = stream_config
+        self.stream = stream_config.name
+        self.reader = reader
+        self.clock = clock
+        self.created_ns = clock.now_ns() if created_ns is None else created_ns
+        self._set_config(consumer_defaults(config, stream_config))
+        self.name = name or self.config.consumer_name or ""
+        self._rng = rng if rng is not None else random.Random(self.name)
+        self.state = ConsumerState(self._ack_mode)
+        self._leader = False
+        self._view: ConsumerState | None = None
+        self._inflight: deque[ConsumerOp] = deque()
+        self._sseq = 1  # next stream seq to look at (leader)
+        self._rdq: deque[int] = deque()
+        self._rdq_set: set[int] = set()
+        self._lss: deque[int] = deque()  # last_per_subject catch-up list
+        self._waiting = W.WaitQueue(self.config.max_waiting or 0)
+        self._replay_until = 0
+        self._replay_lts = 0
+        self._replay_due = 0
+        self._rate_next = 0
+        self._active_ns = self.created_ns
+
+    # -- config ----------------------------------------------------------------------------------
+    def _set_config(self, cfg: ConsumerConfig) -> None:
+        self.config = cfg
+        self.filters: tuple[str, ...] = tuple(f for f in cfg.filters if f and f != ">")
+        self._ack_mode = {AckPolicy.NONE: ACK_NONE, AckPolicy.ALL: ACK_ALL}.get(
+            cfg.ack_policy, ACK_EXPLICIT)
+        self._ack_wait_ns = to_ns(cfg.ack_wait) if cfg.ack_wait else 30 * _NS
+        self._backoff = tuple(to_ns(b) for b in cfg.backoff)
+        self._max_deliver = cfg.max_deliver if cfg.max_deliver > 0 else 0
+        self._max_ack_pending = (cfg.max_ack_pending or 0) if self._ack_mode != ACK_NONE else 0
+        self._sample = parse_sample_freq(cfg.sample_freq)
+        self._replay = cfg.replay_policy is ReplayPolicy.ORIGINAL
+        self._rate_bps = cfg.rate_limit_bps
+        self._lps = cfg.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
+        self._forward = self.stream_config.retention is not RetentionPolicy.LIMITS
+
+    def update_config(self, config: ConsumerConfig) -> None:
+        """Take an edited config (the editable fields: ack_wait, backoff, max_deliver,
+        max_ack_pending, sample_freq, rate limit, request limits, ...)."""
+        self._set_config(consumer_defaults(config, self.stream_config))
+        self._waiting.max_waiting = self.config.max_waiting or 0
+
+    # -- leadership ------------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    @property
+    def view(self) -> ConsumerState:
+        """The leader's running state (committed + in flight); the committed one elsewhere."""
+        return self._view if self._view is not None else self.state
+
+    def set_leader(self, now: int | None = None) -> list[ConsumerOp]:
+        """Start deciding. Call once every entry committed before this term is applied.
+        A consumer that never started resolves its deliver policy into a starting stream
+        seq here: propose the returned ops first."""
+        now = self.clock.now_ns() if now is None else now
+        self._leader = True
+        self._view = self.state.copy()
+        self._inflight.clear()
+        self._rdq.clear()
+        self._rdq_set.clear()
+        self._waiting = W.WaitQueue(self.config.max_waiting or 0)
+        self._active_ns = max(self._active_ns, now)
+        ops: list[ConsumerOp] = []
+        if not self.state.started:
+            start, resume = self._select_start()
+            ops.append(self._propose(StartOp(start, resume)))
+        v = self._view
+        self._sseq = max(v.dsseq + 1, v.scan, 1)
+        self._lss.clear()
+        if v.resume and v.scan <= v.resume and v.dsseq < v.resume:
+            self._lss.extend(s for s in self.reader.last_per_subject(self.filters, v.resume)
+                             if s > v.dsseq)
+        self._replay_until = self.reader.bounds()[1] if self._replay else 0
+        self._replay_lts = self._replay_due = self._rate_next = 0
+        return ops
+
+    def set_follower(self) -> list[RequestStatus]:
+        """Stop deciding; the waiting pull requests end (409 Leadership Change)."""
+        statuses = self._waiting.clear(W.LEADERSHIP_CHANGE)
+        self._leader = False
+        self._view = None
+        self._inflight.clear()
+        self._rdq.clear()
+        self._rdq_set.clear()
+        self._lss.clear()
+        return statuses
+
+    def _check_leader(self) -> ConsumerState:
+        if not self._leader or self._view is None:
+            raise NotLeaderError(group=f"{self.stream} > {self.name}")
+        return self._view
+
+    def _propose(self, op: ConsumerOp) -> ConsumerOp:
+        self._view.apply(op)
+        self._inflight.append(op)
+        return op
+
+    def _select_start(self) -> tuple[int, int]:
+        return select_start(self.config, self.stream_config, self.reader, self.filters)
+
+    # -- apply (every replica) ---------------------------------------------------------------------
+    def apply(self, op: ConsumerOp) -> ConsumerApplyResult:
+        acked = self.state.apply(op)
+        if self._leader:
+            inflight = self._inflight
+            if inflight and (inflight[0] is op or inflight[0] == op):
+                inflight.popleft()
+            else:
+                # committed by an earlier leader: rebuild the view on top of it
+                view = self.state.copy()
+                for o in inflight:
+                    view.apply(o)
+                self._view = view
+                self._sseq = max(self._sseq, view.dsseq + 1)
+        return ConsumerApplyResult(op, acked if self._forward else [])
+
+    def apply_all(self, ops) -> list[ConsumerApplyResult]:
+        return [self.apply(op) for op in ops]
+
+    def snapshot(self) -> bytes:
+        return msgpack.packb({"v": _SNAP_VERSION, "state": self.state.to_doc()},
+                             use_bin_type=True)
+
+    def restore(self, snap: bytes) -> None:
+        doc = msgpack.unpackb(snap, raw=False)
+        if doc.get("v") != _SNAP_VERSION:
+            raise error_for("CONSUMER_CREATE", f"unknown consumer snapshot version {doc.get('v')}")
+        self.state = ConsumerState.from_doc(doc["state"], self._ack_mode)
+        if self._leader:
+            self._view = self.state.copy()
+            self._inflight.clear()
+            self._rdq.clear()
+            self._rdq_set.clear()
+            self._sseq = max(self._view.dsseq + 1, self._view.scan, 1)
+
+    # -- delivery ------------------------------------------------------------------------------------
+    def next_batch(self, now: int | None = None, batch: int = 1, max_bytes: int = 0,
+                   reply: str = "") -> Batch:
+        """Up to ``batch`` messages (and ``max_bytes`` bytes) for one taker, right now:
+        redeliveries that are due first, then new messages in stream order. Used for push
+        delivery and one-shot fetches; waiting pull requests go through :meth:`request`."""
+        self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = Batch()
+        rnd = _Round(now, out, self._view.dcseq + 1)
+        left = max_bytes
+        while len(rnd.items) < batch:
+            cand = self._peek(rnd, batch - len(rnd.items))
+            if cand is None:
+                break
+            if max_bytes:
+                size = cand.delivery.size
+                if size > left:
+                    if not rnd.items:
+                        out.statuses.append(RequestStatus(reply, *W.MAX_BYTES_EXCEEDED, batch, left))
+                    break
+                left -= size
+            self._take(rnd, cand, reply)
+        self._finish(rnd)
+        return out
+
+    def request(self, req: PullRequest, now: int | None = None) -> Batch:
+        """A pull request arrives: refuse it, answer it, or queue it and serve what is there."""
+        self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = Batch()
+        status = self._check_request(req)
+        if status is not None:
+            out.statuses.append(status)
+            return out
+        wq = self._waiting
+        self._active_ns = wq.last_ns = now
+        if wq.full:
+            out.statuses.extend(wq.expire(now))
+        if req.no_wait:
+            avail = self._available()
+            if avail == 0 and not req.expires:
+                out.statuses.append(RequestStatus(req.reply, *W.NO_MESSAGES))
+                return out
+            if avail and avail < wq.wanted():
+                out.statuses.append(RequestStatus(req.reply, *W.REQUESTS_PENDING))
+                return out
+        hb = to_ns(req.heartbeat)
+        w = W.Waiting(req.reply, max(req.batch, 1), max(req.max_bytes, 0),
+                      now + to_ns(req.expires) if req.expires else 0, req.no_wait, hb,
+                      now + hb if hb else 0, now)
+        if not wq.add(w):
+            if not hb:  # a client with heartbeats waits for them instead of retrying at once
+                out.statuses.append(w.status(W.EXCEEDED_MAX_WAITING, with_pending=False))
+            return out
+        self._serve(now, out)
+        return out
+
+    def _check_request(self, req: PullRequest) -> RequestStatus | None:
+        cfg, reply = self.config, req.reply
+        if cfg.is_push:
+            return RequestStatus(reply, *W.PUSH_BASED)
+        if req.heartbeat and req.heartbeat * 2 > req.expires:
+            return RequestStatus(reply, 400, "Bad Request - heartbeat value too large")
+        if cfg.max_request_batch > 0 and req.batch > cfg.max_request_batch:
+            return RequestStatus(reply, 409, f"Exceeded MaxRequestBatch of {cfg.max_request_batch}")
+        if req.expires and cfg.max_request_expires > 0 and req.expires > cfg.max_request_expires:
+            return RequestStatus(
+                reply, 409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_request_expires)}")
+        if (req.max_bytes > 0 and cfg.max_request_max_bytes > 0
+                and req.max_bytes > cfg.max_request_max_bytes):
+            return RequestStatus(
+                reply, 409, f"Exceeded MaxRequestMaxBytes of {cfg.max_request_max_bytes}")
+        return None
+
+    def serve(self, now: int | None = None) -> Batch:
+        """Give waiting pull requests what is available now (call when the stream grew, an
+        ack freed room under max_ack_pending, a redelivery came due, or a request timer
+        fired). Expired requests end with 408 first."""
+        self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = Batch()
+        self._serve(now, out)
+        return out
+
+    def _serve(self, now: int, out: Batch) -> None:
+        wq = self._waiting
+        out.statuses.extend(wq.expire(now))
+        if not wq:
+            return
+        rnd = _Round(now, out, self._view.dcseq + 1)
+        exhausted = False
+        want = wq.wanted()
+        while wq:
+            cand = self._peek(rnd, want)
+            if cand is None:
+                exhausted = True
+                break
+            w = wq.head()
+            if w.b:
+                size = cand.delivery.size
+                if size > w.b:
+                    out.statuses.append(w.status(W.MAX_BYTES_EXCEEDED))
+                    wq.drop_head()
+                    continue
+                w.b -= size
+                if w.b == 0:
+                    w.n = 1
+            self._take(rnd, cand, w.reply)
+            want -= 1
+            w.n -= 1
+            w.d += 1
+            if w.hb_ns:
+                w.hb_next_ns = now + w.hb_ns
+            wq.served(w)
+            if w.n <= 0 and w.b > 0:
+                out.statuses.append(w.status(W.BATCH_COMPLETED))
+        self._finish(rnd)
+        wq.last_ns = now if rnd.items else wq.last_ns
+        if exhausted and not out.stalled:
+            out.statuses.extend(wq.end_of_stream())
+
+    def _available(self) -> int:
+        """Messages that could go out now: pending in the stream plus queued redeliveries."""
+        return self._num_pending(self._sseq) + len(self._rdq_set)
+
+    # -- choosing messages -------------------------------------------------------------------------------
+    def _peek(self, rnd: _Round, want: int) -> _Cand | None:
+        if rnd.cand is not None:
+            return rnd.cand
+        view = self._view
+        # 1. redeliveries
+        while self._rdq:
+            seq = self._rdq[0]
+            if seq not in self._rdq_set or seq not in view.pending:
+                self._rdq.popleft()
+                self._rdq_set.discard(seq)
+                continue
+            dc = view.redelivered.get(seq, 0) + 2
+            if self._max_deliver and dc > self._max_deliver:
+                self._rdq.popleft()
+                self._rdq_set.discard(seq)
+                self._exceeded(rnd, seq, dc - 1)
+                continue
+            msg = self.reader.load_msg(seq)
+            if msg is None:
+                self._rdq.popleft()
+                self._rdq_set.discard(seq)
+                self._terminate_gone(rnd, seq, dc - 1)
+                continue
+            rnd.cand = self._cand(rnd, msg, dc, _REDELIVERY)
+            return rnd.cand
+        # 2. new messages (also the last_per_subject catch-up), while max_ack_pending allows
+        if self._max_ack_pending and len(view.pending) + rnd.new >= self._max_ack_pending:
+            rnd.batch.stalled = True
+            return None
+        while self._lss:
+            seq = self._lss[0]
+            msg = self.reader.load_msg(seq)
+            if msg is None:
+                self._lss.popleft()
+                if not self._lss:
+                    self._sseq = max(self._sseq, self._view.resume + 1)
+                continue
+            rnd.cand = self._cand(rnd, msg, 1, _SKIPLIST)
+            return rnd.cand
+        if not rnd.buf:
+            if rnd.eof_last >= 0:
+                return None
+            limit = max(1, min(want, _READ_AHEAD))
+            if self._max_ack_pending:
+                limit = max(1, min(limit, self._max_ack_pending - len(view.pending) - rnd.new))
+            msgs, last = self.reader.load_next_batch(self.filters, self._sseq, limit)
+            rnd.buf.extend(msgs)
+            if len(msgs) < limit:
+                rnd.eof_last = last
+            if not msgs:
+                return None
+        rnd.cand = self._cand(rnd, rnd.buf[0], 1, _NEW)
+        return rnd.cand
+
+    def _cand(self, rnd: _Round, msg: StoredMsg, dc: int, kind: int) -> _Cand:
+        if rnd.npc < 0:
+            rnd.npc = self._num_pending(self._sseq)
+        pending = rnd.npc if kind == _REDELIVERY else max(rnd.npc - 1, 0)
+        hdr, data = msg.hdr, msg.data
+        if self.config.headers_only:
+            hdr, data = headers_only(hdr, data), b""
+        d = Delivery(msg.subject, hdr, data, self.stream, self.name, msg.seq, rnd.cseq, dc,
+                     msg.ts, pending)
+        return _Cand(msg, dc, kind, d)
+
+    def _take(self, rnd: _Round, cand: _Cand, reply: str) -> None:
+        rnd.cand = None
+        msg, d = cand.msg, cand.delivery
+        if cand.kind == _REDELIVERY:
+            self._rdq.popleft()
+            self._rdq_set.discard(msg.seq)
+        else:
+            rnd.new += 1
+            rnd.npc = max(rnd.npc - 1, 0)
+            if cand.kind == _SKIPLIST:
+                self._lss.popleft()
+                if not self._lss:
+                    self._sseq = max(self._sseq, self._view.resume + 1)
+            else:
+                rnd.buf.popleft()
+                self._sseq = msg.seq + 1
+        due = self._due(rnd.now, msg, d)
+        if due:
+            d = Delivery(d.subject, d.hdr, d.data, d.stream, d.consumer, d.stream_seq,
+                         d.consumer_seq, d.num_delivered, d.timestamp, d.num_pending, due)
+        rnd.items.append((rnd.cseq, msg.seq, cand.dc))
+        rnd.cseq += 1
+        rnd.batch.deliveries.append((reply, d))
+
+    def _due(self, now: int, msg: StoredMsg, d: Delivery) -> int:
+        """When the actor may send ``d`` (0: now): replay original spacing, rate limit."""
+        due = now
+        if self._replay and self._replay_until and msg.seq <= self._replay_until:
+            if self._replay_lts:
+                gap = msg.ts - self._replay_lts
+                if gap > 1_000_000:  # under a millisecond is sent at once
+                    due = max(now, self._replay_due + gap)
+                else:
+                    due = max(now, self._replay_due)
+            self._replay_lts, self._replay_due = msg.ts, due
+        if self._rate_bps > 0:
+            due = max(due, self._rate_next)
+            self._rate_next = due + d.size * 8 * _NS // self._rate_bps
+        return due if due > now else 0
+
+    def _finish(self, rnd: _Round) -> None:
+        """Turn the round into ops (applied to the view) and advance past filtered-out seqs."""
+        out = rnd.batch
+        if rnd.max_items:
+            out.ops.append(self._propose(MaxDeliveredOp(tuple(rnd.max_items))))
+        if rnd.term_items:
+            out.ops.append(self._propose(AckOp(rnd.now, tuple(rnd.term_items))))
+        if rnd.eof_last >= 0 and not rnd.buf and rnd.eof_last + 1 > self._sseq:
+            self._sseq = rnd.eof_last + 1  # everything up to the stream's end was looked at
+        v = self._view
+        known = max(v.dsseq, max((i[1] for i in rnd.items), default=0)) + 1
+        skip = self._sseq if self._sseq > known and self._sseq > v.scan else 0
+        if rnd.items or skip:
+            out.ops.append(self._propose(DeliveredOp(rnd.now, tuple(rnd.items), skip)))
+        if rnd.items:
+            self._active_ns = rnd.now
+
+    def _num_pending(self, start: int) -> int:
+        if self._lss:
+            return len(self._lss) + self.reader.num_pending(self.filters, self._view.resume + 1)
+        return self.reader.num_pending(self.filters, start, False)
+
+    def _exceeded(self, rnd: _Round, seq: int, deliveries: int) -> None:
+        rnd.max_items.append((seq, deliveries + 1))
+        rnd.batch.advisories.append(self._advisory(
+            MAX_DELIVERIES, MAX_DELIVER_TYPE, rnd.now, stream_seq=seq, deliveries=deliveries))
+
+    def _terminate_gone(self, rnd: _Round, seq: int, deliveries: int) -> None:
+        p = self._view.pending.get(seq)
+        rnd.term_items.append((p[0] if p else 0, seq))
+        rnd.batch.advisories.append(self._advisory(
+            MSG_TERMINATED, TERMINATED_TYPE, rnd.now, consumer_seq=p[0] if p else 0,
+            stream_seq=seq, deliveries=deliveries, reason=TERM_REASON_DELETED))
+
+    def _advisory(self, prefix: str, type_: str, now: int, **body) -> Advisory:
+        doc = {"type": type_, "timestamp": iso(now), "stream": self.stream,
+               "consumer": self.name, **body}
+        return Advisory(f"{prefix}.{self.stream}.{self.name}", doc)
+
+    # -- acks ----------------------------------------------------------------------------------------
+    def _in_range(self, sseq: int) -> bool:
+        return sseq > 0 and (sseq < self._sseq or sseq <= self._view.dsseq)
+
+    def _dequeue(self, sseq: int) -> None:
+        self._rdq_set.discard(sseq)
+
+    def prepare_ack(self, sseq: int, now: int | None = None, *, cseq: int = 0) -> AckOutcome:
+        """A positive ack of stream seq ``sseq`` (``cseq``: the consumer seq from the reply
+        subject, only needed by ack all). Duplicate and late acks change nothing."""
+        return self.prepare_acks([(sseq, cseq)], now)
+
+    def prepare_acks(self, acks, now: int | None = None, *, sample: bool = True) -> AckOutcome:
+        """Many acks as one op: ``acks`` are stream seqs or (stream seq, consumer seq)."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = AckOutcome()
+        if self._ack_mode == ACK_NONE:
+            return out
+        items: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        for a in acks:
+            sseq, cseq = (a, 0) if isinstance(a, int) else (a[0], a[1])
+            if sseq in seen:
+                continue
+            if not self._in_range(sseq):
+                out.ok = False
+                continue
+            seen.add(sseq)
+            item = self._ack_item(view, sseq, cseq, now, out if sample else None)
+            if item is not None:
+                items.append(item)
+        if items:
+            out.op = self._propose(AckOp(now, tuple(items)))
+            self._active_ns = now
+        return out
+
+    def _ack_item(self, view: ConsumerState, sseq: int, cseq: int, now: int,
+                  out: AckOutcome | None) -> tuple[int, int] | None:
+        if self._ack_mode == ACK_EXPLICIT:
+            p = view.pending.get(sseq)
+            if p is not None:
+                self._dequeue(sseq)
+                if out is not None and self._sample and self._should_sample():
+                    out.advisories.append(self._advisory(
+                        ACK_METRIC, ACK_METRIC_TYPE, now, consumer_seq=cseq or p[0],
+                        stream_seq=sseq, ack_time=now - p[1],
+                        deliveries=view.redelivered.get(sseq, 0) + 1))
+                return (p[0], sseq)
+            if sseq in view.redelivered:
+                return (0, sseq)
+            return None
+        # ack all
+        if sseq <= view.asseq:
+            return None
+        if not cseq:
+            p = view.pending.get(sseq)
+            if p is not None:
+                cseq = p[0]
+            else:
+                below = [q[0] for s, q in view.pending.items() if s <= sseq]
+                cseq = max(below) if below else view.acseq + 1
+        for s in [s for s in self._rdq_set if s <= sseq]:
+            self._rdq_set.discard(s)
+        return (cseq, sseq)
+
+    def _should_sample(self) -> bool:
+        return self._sample >= 100 or self._rng.random() * 100 < self._sample
+
+    def prepare_nak(self, sseq: int, delay: float | None = None,
+                    now: int | None = None) -> AckOutcome:
+        """Negative ack: redeliver at once, or after ``delay`` seconds."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = AckOutcome()
+        p = view.pending.get(sseq)
+        if p is None:
+            out.ok = False
+            return out
+        out.advisories.append(self._advisory(
+            MSG_NAKED, NAK_TYPE, now, consumer_seq=p[0], stream_seq=sseq,
+            deliveries=view.redelivered.get(sseq, 0) + 1))
+        if delay is not None and delay > 0:
+            self._dequeue(sseq)
+            ts = now + to_ns(delay) - self._deadline(view, sseq)
+            out.op = self._propose(TouchOp(ts, (sseq,)))
+        elif sseq not in self._rdq_set:
+            self._rdq.append(sseq)
+            self._rdq_set.add(sseq)
+        self._active_ns = now
+        return out
+
+    def prepare_progress(self, sseq: int, now: int | None = None) -> AckOutcome:
+        """Work in progress: the ack wait of ``sseq`` starts again from now."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = AckOutcome()
+        if sseq not in view.pending:
+            out.ok = False
+            return out
+        self._dequeue(sseq)
+        out.op = self._propose(TouchOp(now, (sseq,)))
+        self._active_ns = now
+        return out
+
+    def prepare_term(self, sseq: int, reason: str = "", now: int | None = None, *,
+                     cseq: int = 0) -> AckOutcome:
+        """Stop redelivering ``sseq`` without processing it (acts as an ack) + advisory."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        if not self._in_range(sseq):
+            return AckOutcome(ok=False)
+        p = view.pending.get(sseq)
+        dc = view.redelivered.get(sseq, 0) + 1
+        out = self.prepare_acks([(sseq, cseq)], now, sample=False)
+        body = {"consumer_seq": cseq or (p[0] if p else 0), "stream_seq": sseq, "deliveries": dc}
+        if reason:
+            body["reason"] = reason
+        out.advisories.append(self._advisory(MSG_TERMINATED, TERMINATED_TYPE, now, **body))
+        return out
+
+    def prepare_ack_next(self, sseq: int, req: PullRequest,
+                         now: int | None = None) -> tuple[AckOutcome, Batch]:
+        """``+NXT``: ack ``sseq`` and pull with ``req``; propose the ack's op first."""
+        now = self.clock.now_ns() if now is None else now
+        return self.prepare_ack(sseq, now), self.request(req, now)
+
+    def prepare_purged(self, first_seq: int) -> PurgedOp | None:
+        """The stream dropped everything below ``first_seq``; None if nothing changes."""
+        view = self._check_leader()
+        if first_seq - 1 <= view.asseq:
+            return None
+        for s in [s for s in self._rdq_set if s < first_seq]:
+            self._rdq_set.discard(s)
+        self._lss = deque(s for s in self._lss if s >= first_seq)
+        self._sseq = max(self._sseq, first_seq)
+        return self._propose(PurgedOp(first_seq))
+
+    # -- timers -------------------------------------------------------------------------------------------
+    def _deadline(self, view: ConsumerState, sseq: int) -> int:
+        """How long after its last delivery ``sseq`` waits for an ack (backoff aware)."""
+        if self._backoff:
+            i = min(view.redelivered.get(sseq, 0), len(self._backoff) - 1)
+            return self._backoff[i]
+        return self._ack_wait_ns
+
+    def due_redeliveries(self, now: int | None = None) -> Batch:
+        """Queue for redelivery every pending message whose ack wait (or backoff step) ran
+        out; those past max_deliver leave pending instead (op + advisory). Deliver the queued
+        ones with :meth:`serve` / :meth:`next_batch`."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        out = Batch()
+        expired: list[int] = []
+        maxed: list[tuple[int, int]] = []
+        for sseq, p in view.pending.items():
+            if sseq in self._rdq_set or now - p[1] < self._deadline(view, sseq):
+                continue
+            dc = view.redelivered.get(sseq, 0) + 1
+            if self._max_deliver and dc >= self._max_deliver:
+                maxed.append((sseq, dc))
+            else:
+                expired.append(sseq)
+        for sseq in expired:  # pending keys run in stream order already
+            self._rdq.append(sseq)
+            self._rdq_set.add(sseq)
+        if maxed:
+            for sseq, dc in maxed:
+                out.advisories.append(self._advisory(
+                    MAX_DELIVERIES, MAX_DELIVER_TYPE, now, stream_seq=sseq, deliveries=dc))
+            out.ops.append(self._propose(MaxDeliveredOp(tuple((s, dc + 1) for s, dc in maxed))))
+        return out
+
+    def next_redelivery_ns(self) -> int:
+        """When the next pending message's ack wait runs out (0: none pending)."""
+        view = self.view
+        best = 0
+        for sseq, p in view.pending.items():
+            if sseq in self._rdq_set:
+                continue
+            t = p[1] + self._deadline(view, sseq)
+            if not best or t < best:
+                best = t
+        return best
+
+    @property
+    def has_redeliveries(self) -> bool:
+        return bool(self._rdq_set)
+
+    def expire_requests(self, now: int | None = None) -> list[RequestStatus]:
+        """408 for expired pull requests and the idle heartbeats that are due."""
+        now = self.clock.now_ns() if now is None else now
+        return self._waiting.expire(now)
+
+    def next_request_deadline(self) -> int:
+        return self._waiting.next_deadline()
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    def touch(self, now: int | None = None) -> None:
+        """Record client activity the engine cannot see (e.g. a push subscriber exists)."""
+        self._active_ns = self.clock.now_ns() if now is None else now
+
+    def is_inactive(self, now: int | None = None) -> bool:
+        """Whether ``inactive_threshold`` passed with no request, delivery or ack."""
+        thr = to_ns(self.config.inactive_threshold)
+        if not thr or self._waiting:
+            return False
+        now = self.clock.now_ns() if now is None else now
+        return now - max(self._active_ns, self._waiting.last_ns) >= thr
+
+    # -- state for the stream ------------------------------------------------------------------------------
+    def needs_ack(self, sseq: int) -> bool:
+        """Whether the consumer still holds stream seq ``sseq`` (interest reconciliation)."""
+        if self.filters:
+            msg = self.reader.load_msg(sseq)
+            if msg is None:
+                return False
+            if not matches_any(msg.subject, self.filters):
+                return False
+        return self.view.needs_ack(sseq)
+
+    # -- info ----------------------------------------------------------------------------------------------
+    def num_pending(self) -> int:
+        """Messages matching the filters the consumer has not reached yet."""
+        if self._leader:
+            return self._num_pending(self._sseq)
+        return self.reader.num_pending(self.filters, max(self.state.dsseq + 1, self.state.scan),
+                                       False)
+
+    def info(self, now: int | None = None) -> ConsumerInfo:
+        """ConsumerInfo as nats-server 2.15 reports it (delivered = last delivered)."""
+        now = self.clock.now_ns() if now is None else now
+        st = self.state
+        view = self.view
+        num_waiting = 0
+        if self.config.is_pull and self._leader:
+            num_waiting = sum(1 for w in self._waiting.items
+                              if not w.expires_ns or now < w.expires_ns)
+        num_redelivered = len(view.redelivered) if self.config.max_deliver != 1 else 0
+        paused, remaining = False, None
+        pu = self.config.pause_until
+        if pu is not None:
+            left = int(pu.timestamp() * _NS) - now
+            if left > 0:
+                paused, remaining = True, left / _NS
+        return ConsumerInfo(
+            stream_name=self.stream, name=self.name, config=self.config,
+            created=dt(self.created_ns),
+            delivered=SequenceInfo(st.dcseq, st.dsseq, dt(st.last_delivered_ns)),
+            ack_floor=SequenceInfo(st.acseq, st.asseq, dt(st.last_ack_ns)),
+            num_ack_pending=len(view.pending), num_redelivered=num_redelivered,
+            num_waiting=num_waiting, num_pending=self.num_pending(),
+            paused=paused, pause_remaining=remaining, timestamp=dt(now))
+
+
+__all__ = ["ConsumerEngine", "go_duration", "headers_only", "parse_sample_freq"]

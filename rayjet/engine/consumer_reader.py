@@ -1,0 +1,139 @@
+"""How a consumer leader reads its stream: the StreamReader protocol and a store adapter.
+
+Consumers run apart from the stream replicas, so the consumer engine never touches a store
+directly. It asks a reader, which the consumer actor implements over calls to the stream
+(fetching in batches); tests and single-process setups wrap a ``StreamStore`` in
+:class:`StoreReader`. ``filters`` is a tuple of subject filters (empty: every subject);
+the engine passes filters that do not overlap, as consumer validation requires.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from rayjet.errors import NotFoundError
+from rayjet.storage.protocol import StoredMsg
+
+
+@runtime_checkable
+class StreamReader(Protocol):
+    def bounds(self) -> tuple[int, int]:
+        """(first seq, last seq) of the stream; (0, 0) for a stream never written to."""
+
+    def load_msg(self, seq: int) -> StoredMsg | None:
+        """The message at ``seq``, or None when it is gone (deleted, purged, expired)."""
+
+    def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
+                        limit: int) -> tuple[list[StoredMsg], int]:
+        """Up to ``limit`` messages matching ``filters`` with seq >= ``start_seq``, in stream
+        order, and the stream's last seq at the time of the read (when fewer than ``limit``
+        came back, nothing else matched up to that seq)."""
+
+    def num_pending(self, filters: tuple[str, ...], start_seq: int,
+                    last_per_subject: bool = False) -> int:
+        """How many messages match ``filters`` at or after ``start_seq`` (only the last of
+        each subject with ``last_per_subject``)."""
+
+    def last_seq_for(self, filters: tuple[str, ...]) -> int:
+        """The highest seq matching ``filters`` (0: none)."""
+
+    def last_per_subject(self, filters: tuple[str, ...], max_seq: int) -> list[int]:
+        """The seq of the last message of every subject matching ``filters``, when that
+        seq is <= ``max_seq``; ascending."""
+
+    def seq_for_time(self, ts_ns: int) -> int:
+        """The first seq whose timestamp is >= ``ts_ns`` (last seq + 1 when none)."""
+
+
+def _filters(filters: tuple[str, ...]) -> tuple[str, ...]:
+    return filters or (">",)
+
+
+class StoreReader:
+    """A :class:`StreamReader` over a local ``StreamStore`` (MemStore, FileStore)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def bounds(self) -> tuple[int, int]:
+        st = self.store.fast_state()
+        return st.first_seq, st.last_seq
+
+    def load_msg(self, seq: int) -> StoredMsg | None:
+        try:
+            return self.store.load_msg(seq)
+        except NotFoundError:
+            return None
+
+    def _next(self, filters: tuple[str, ...], start: int) -> StoredMsg | None:
+        best = None
+        for f in filters:
+            try:
+                msg, _seq = self.store.load_next_msg(f, True, start)
+            except NotFoundError:
+                continue
+            if best is None or msg.seq < best.seq:
+                best = msg
+        return best
+
+    def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
+                        limit: int) -> tuple[list[StoredMsg], int]:
+        filters = _filters(filters)
+        last = self.store.fast_state().last_seq
+        out: list[StoredMsg] = []
+        seq = max(start_seq, 1)
+        while len(out) < limit:
+            msg = self._next(filters, seq)
+            if msg is None:
+                break
+            out.append(msg)
+            seq = msg.seq + 1
+        return out, last
+
+    def num_pending(self, filters: tuple[str, ...], start_seq: int,
+                    last_per_subject: bool = False) -> int:
+        start = max(start_seq, 1)
+        return sum(self.store.num_pending(start, f, last_per_subject)[0]
+                   for f in _filters(filters))
+
+    def last_seq_for(self, filters: tuple[str, ...]) -> int:
+        best = 0
+        for f in _filters(filters):
+            try:
+                best = max(best, self.store.load_last_msg(f).seq)
+            except NotFoundError:
+                continue
+        return best
+
+    def last_per_subject(self, filters: tuple[str, ...], max_seq: int) -> list[int]:
+        seqs: set[int] = set()
+        for f in _filters(filters):
+            for subject in self.store.subjects_totals(f):
+                try:
+                    seq = self.store.load_last_msg(subject).seq
+                except NotFoundError:
+                    continue
+                if seq <= max_seq:
+                    seqs.add(seq)
+        return sorted(seqs)
+
+    def seq_for_time(self, ts_ns: int) -> int:
+        first, last = self.bounds()
+        if last == 0 or first > last:
+            return last + 1
+        lo, hi = first, last + 1  # answer in [lo, hi]; timestamps grow with seqs
+        while lo < hi:
+            mid = (lo + hi) // 2
+            try:
+                msg, seq = self.store.load_next_msg(">", True, mid)
+            except NotFoundError:
+                hi = mid
+                continue
+            if msg.ts >= ts_ns:
+                hi = mid
+            else:
+                lo = seq + 1
+        return lo
+
+
+__all__ = ["StoreReader", "StreamReader"]
