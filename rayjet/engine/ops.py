@@ -170,11 +170,12 @@ class ConsumerOp:
 Op = MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
+_TYPE_BYTE = [bytes((i,)) for i in range(256)]
 
 
 def encode_op(op: Op) -> bytes:
     """One type byte, then the msgpack array of the op's fields."""
-    return bytes((op.code,)) + _PACK(op.fields())
+    return _TYPE_BYTE[op.code] + _PACK(op.fields())
 
 
 def _msg(f: list[Any]) -> MsgOp:

@@ -10,6 +10,7 @@ same way everywhere, and so is every later op of the same proposer, whose checks
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 import msgpack
 
@@ -65,6 +66,10 @@ from rayjet.subjects import SubjectTransform, matches_any, subject_matches, vali
 _SNAP_VERSION = 1
 _SUBJECT_CACHE = 4096
 _RUN_FLAGS = F_ROLLUP_SUB | F_ROLLUP_ALL | F_NO_INTEREST
+# a MsgOp as a store_raw_batch item: (subject, hdr, data, seq, ts, ttl)
+_RAW_FIELDS = attrgetter("subject", "hdr", "data", "seq", "ts", "ttl")
+_SCHED = attrgetter("sched")
+_FLAGS = attrgetter("flags")
 
 
 def _encode(h: Mapping[str, str]) -> bytes:
@@ -343,10 +348,7 @@ class StreamEngine:
         elif override and any(subject_matches(s, target) for s in pending.subjects):
             raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
         else:
-            try:
-                last = self.store.load_last_msg(target).seq
-            except NotFoundError:
-                last = 0
+            last = self.store.last_seq_for_subject(target)
         if last != seq:
             raise WrongLastSequenceError(seq=last)
 
@@ -465,11 +467,12 @@ class StreamEngine:
         if t is MsgOp:
             if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
                 return self._reject(op)
+            rp_last = self._rp_last(op)
             if op.flags & F_NO_INTEREST:
                 self.store.skip_msg(op.seq)
             else:
                 self.store.store_raw(op.subject, op.hdr, op.data, op.seq, op.ts, op.ttl)
-            return self._stored(op)
+            return self._stored(op, rp_last)
         if t is BatchOp:
             return self._apply_atomic(op)
         if t is SkipOp:
@@ -496,27 +499,84 @@ class StreamEngine:
         """Apply committed ops in order; runs of plain messages go to the store in one write."""
         out: list[ApplyResult] = []
         raw_batch = getattr(self.store, "store_raw_batch", None)
+        if raw_batch is None:
+            return [self.apply(op) for op in ops]
         run: list[MsgOp] = []
+        add = run.append
         expect = self._last_seq + 1
+        bad = self._bad_pid
         for op in ops:
-            if (raw_batch is not None and type(op) is MsgOp and not op.flags & _RUN_FLAGS
-                    and not op.scheduler and op.seq == expect
-                    and not (op.pid and op.pid == self._bad_pid)):
-                run.append(op)
+            if (type(op) is MsgOp and op.seq == expect and not op.flags & _RUN_FLAGS
+                    and not op.scheduler and not (bad and op.pid == bad)):
+                add(op)
                 expect += 1
                 continue
             if run:
-                out.extend(self._store_run(run, raw_batch))
+                out += self._store_run(run, raw_batch)
                 run = []
+                add = run.append
             out.append(self.apply(op))
             expect = self._last_seq + 1
+            bad = self._bad_pid
         if run:
-            out.extend(self._store_run(run, raw_batch))
+            out += self._store_run(run, raw_batch)
         return out
 
     def _store_run(self, run: list[MsgOp], raw_batch) -> list[ApplyResult]:
-        raw_batch([(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl) for m in run])
-        return [self._stored(m) for m in run]
+        """Store consecutive plain MsgOps (no rollup, no-interest or scheduler) in one call;
+        the same bookkeeping as :meth:`_stored` for each, without its per-op branches."""
+        lasts = self._rp_lasts(run) if self._leader and self._republish is not None else None
+        raw_batch(list(map(_RAW_FIELDS, run)))
+        last = run[-1]
+        self._last_seq = last.seq
+        self._last_ts = last.ts
+        self._last_msg_id = last.msg_id
+        name = self.name
+        dedup = self.dedup.add if self._window_ns else None
+        sch = self.schedules
+        if (not self._leader and dedup is None and not sch.by_subject
+                and not any(map(_SCHED, run)) and not any(map(_FLAGS, run))):
+            # a follower with no dedup window, schedules or counters: only the results
+            return [ApplyResult(op, True, op.seq, None, None, [], name) for op in run]
+        applied = self.pending.applied if self._leader else None
+        out = []
+        append = out.append
+        for i, op in enumerate(run):
+            seq = op.seq
+            if dedup is not None and op.msg_id:
+                dedup(op.msg_id, seq, op.ts)
+            if op.sched:
+                sch.add(op.subject, seq, op.sched)
+            elif sch.by_subject:
+                sch.remove(op.subject)
+            res = ApplyResult(op, True, seq, None, None, [], name)
+            if op.flags & F_COUNTER:
+                res.val = ack_value(op.data)
+            if applied is not None:
+                applied(seq)
+                if lasts is not None:
+                    rp = self._republish_msg(op, lasts[i])
+                    if rp is not None:
+                        res.republish.append(rp)
+            append(res)
+        return out
+
+    def _rp_last(self, op: MsgOp) -> int:
+        """Leader with republish: the last seq on the op's subject before it is stored."""
+        if self._leader and self._republish is not None and not op.flags & F_NO_INTEREST:
+            return self.store.last_seq_for_subject(op.subject)
+        return 0
+
+    def _rp_lasts(self, run: list[MsgOp]) -> list[int]:
+        """:meth:`_rp_last` of each op of a run, as if they were stored one by one."""
+        seen: dict[str, int] = {}
+        out = []
+        last_for = self.store.last_seq_for_subject
+        for op in run:
+            last = seen.get(op.subject)
+            out.append(last_for(op.subject) if last is None else last)
+            seen[op.subject] = op.seq
+        return out
 
     def _reject(self, op) -> ApplyResult:
         if op.pid:
@@ -529,8 +589,9 @@ class StreamEngine:
                         f"last sequence {self._last_seq}")
         return ApplyResult(op, ok=False, error=err, stream=self.name)
 
-    def _stored(self, op: MsgOp) -> ApplyResult:
-        """Bookkeeping after the store took ``op``: dedup, rollup, schedules, acks."""
+    def _stored(self, op: MsgOp, rp_last: int = 0) -> ApplyResult:
+        """Bookkeeping after the store took ``op``: dedup, rollup, schedules, acks
+        (``rp_last``: the last seq on the subject before ``op``, for republish)."""
         seq = op.seq
         self._last_seq = seq
         self._last_ts = op.ts
@@ -558,7 +619,7 @@ class StreamEngine:
         if self._leader:
             self.pending.applied(seq)
             if self._republish is not None and not flags & F_NO_INTEREST:
-                rp = self._republish_msg(op)
+                rp = self._republish_msg(op, rp_last)
                 if rp is not None:
                     res.republish.append(rp)
         return res
@@ -578,11 +639,12 @@ class StreamEngine:
         else:
             results = []
             for m in msgs:
+                rp_last = self._rp_last(m)
                 if m.flags & F_NO_INTEREST:
                     self.store.skip_msg(m.seq)
                 else:
                     self.store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
-                results.append(self._stored(m))
+                results.append(self._stored(m, rp_last))
         last = results[-1]
         res = ApplyResult(op, seq=last.seq, stream=self.name, batch=op.batch_id or None,
                           count=len(msgs), value=[r.seq for r in results])
@@ -590,18 +652,15 @@ class StreamEngine:
             res.republish.extend(r.republish)
         return res
 
-    def _republish_msg(self, op: MsgOp) -> Republish | None:
+    def _republish_msg(self, op: MsgOp, last: int) -> Republish | None:
+        """The republished copy of ``op``; ``last`` is the seq of the subject's previous
+        message (Nats-Last-Sequence: the subject's last seq before ``op`` was stored)."""
         try:
             dest = self._republish.match(op.subject)
         except APIError:
             return None
         if not dest:
             return None
-        last = 0
-        try:
-            last = self.store.load_prev_msg(op.seq - 1, op.subject, False)[1] if op.seq > 1 else 0
-        except NotFoundError:
-            last = 0
         ts = S.format_ns(op.ts)
         extra = (f"Nats-Stream: {self.name}\r\nNats-Subject: {op.subject}\r\n"
                  f"Nats-Sequence: {op.seq}\r\nNats-Time-Stamp: {ts}\r\n"
@@ -680,11 +739,8 @@ class StreamEngine:
             for subject, hdr in markers:
                 if subject in self.pending.subjects:
                     continue
-                try:
-                    self.store.load_last_msg(subject)
+                if self.store.last_seq_for_subject(subject):
                     continue  # a newer message arrived meanwhile
-                except NotFoundError:
-                    pass
                 size = record_size(len(subject.encode()), len(hdr), 0)
                 res.ops.append(self._commit((subject, hdr, b"", self._sdm_ttl, "", F_MARKER, 0,
                                              "", size, None, 0)))

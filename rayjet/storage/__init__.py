@@ -10,7 +10,7 @@ from rayjet.storage.config import ALWAYS, StoreConfig
 from rayjet.storage.filestore import FileStore
 from rayjet.storage.limits import NEVER, marker_header, parse_ttl
 from rayjet.storage.memstore import MemStore
-from rayjet.storage.protocol import StoredMsg, StoreState, StreamStore
+from rayjet.storage.protocol import RawItem, StoredMsg, StoreState, StreamStore
 from rayjet.storage.record import record_size
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "NEVER",
     "FileStore",
     "MemStore",
+    "RawItem",
     "StoreConfig",
     "StoreState",
     "StoredMsg",

@@ -16,20 +16,30 @@ import heapq
 import struct
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from operator import add as _plus
 
 from rayjet.api.enums import DiscardPolicy
 from rayjet.api.headers import TTL
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
-from rayjet.errors import InvalidConfigError, StoreCorruptionError, StoreFailedError, error_for
+from rayjet.errors import (
+    APIError,
+    InvalidConfigError,
+    StoreCorruptionError,
+    StoreFailedError,
+    error_for,
+)
 from rayjet.storage import limits as lim
 from rayjet.storage import record as rec
 from rayjet.storage.config import StoreConfig
 from rayjet.storage.index import Index
-from rayjet.storage.protocol import BatchItem, StoredMsg, StoreState
+from rayjet.storage.protocol import BatchItem, RawItem, StoredMsg, StoreState
 from rayjet.subjects import validate_filter, validate_subject
 
 _SNAP_MAGIC = b"RJSNAP01"
 _SNAP_HEAD = struct.Struct("<8sQQQQ")
+
+
+_add30 = (30).__add__  # record size of a message without headers: 30 + subject + payload
 
 
 def _not_found(what: str = "no message found") -> Exception:
@@ -176,41 +186,133 @@ class BaseStore:
         if subject not in self._idx.subj_ids:
             validate_subject(subject)
         if seq <= self._idx.last:
-            raise error_for("STREAM_SEQUENCE_NOT_MATCH",
-                            f"sequence {seq} is not above the last sequence {self._idx.last}")
+            raise self._seq_error(seq)
         if discard_new_check:
             self._check_new(subject, hdr, data)
         self._expire_if_due(self.clock.now_ns())
         try:
-            self._add([(seq, ts, subject, hdr, data, ttl)])
+            if seq <= self._idx.last:  # a local subject delete marker took the seq
+                raise self._seq_error(seq)
+            self._add_cols((seq,), (ts,), (subject,), (hdr,), (data,), (ttl,))
         finally:
             self._commit()
+
+    def _seq_error(self, seq: int) -> Exception:
+        return error_for("STREAM_SEQUENCE_NOT_MATCH",
+                         f"sequence {seq} is not above the last sequence {self._idx.last}")
+
+    def store_raw_batch(self, items: Sequence[RawItem], discard_new_check: bool = False) -> None:
+        """:meth:`store_raw` for many records ``(subject, hdr, data, seq, ts, ttl)`` whose
+        seqs are consecutive and above last_seq, with one write and (sync 'always') one fsync.
+
+        The outcome is the one of calling :meth:`store_raw` for each item in turn at the
+        clock's current time: limits, per-subject limits, TTLs, max_age and (with
+        ``discard_new_check``) discard-new refusals apply per message; a refused item stops
+        the batch after storing those before it and raises.
+        """
+        self._check_open()
+        if not isinstance(items, list | tuple):
+            items = list(items)
+        if not items:
+            return
+        subjects, hdrs, datas, seqs, tss, ttls = zip(*items)
+        idx = self._idx
+        first = seqs[0]
+        n = len(seqs)
+        known = idx.subj_ids
+        if (first <= idx.last or (n > 1 and seqs != tuple(range(first, first + n)))
+                or None in hdrs or None in datas or not self._valid_subjects(subjects, known)):
+            # out of order, empty bodies or a bad subject: store_raw raises at the right item
+            for item in items:
+                self.store_raw(*item[:6], discard_new_check=discard_new_check)
+            return
+        check = discard_new_check and bool(self._max_size or self._discard_new)
+        now = self.clock.now_ns()
+        self._expire_if_due(now)
+        try:
+            if first <= idx.last:  # a local subject delete marker took the seq
+                raise self._seq_error(first)
+            if check or self._stepwise(tss, hdrs, ttls, now):
+                self._add_stepwise(seqs, tss, subjects, hdrs, datas, ttls, now, check)
+            else:
+                self._add_cols(seqs, tss, subjects, hdrs, datas, ttls)
+        finally:
+            self._commit()
+
+    @staticmethod
+    def _valid_subjects(subjects: tuple[str, ...], known: dict[str, int]) -> bool:
+        try:
+            new = set(subjects).difference(known)
+            for subject in new:
+                validate_subject(subject)
+        except (APIError, TypeError):
+            return False
+        return True
+
+    def _stepwise(self, tss, hdrs, ttls, now: int) -> bool:
+        """Whether one :meth:`_add` of the whole batch could end differently from adding the
+        messages one at a time: some message is due for expiry at ``now`` (it would go
+        before the next one arrives), or limits by bytes and per subject interact (a message
+        a later one replaces on its subject may have pushed older ones out by size)."""
+        if self._max_per and self._max_bytes and self._discard_old:
+            return True
+        if self._max_age_ns and min(tss) <= now - self._max_age_ns:
+            return True
+        if self._ttl_headers and (any(ttls) or any(hdrs)):
+            for ts, hdr, ttl in zip(tss, hdrs, ttls):
+                if not ttl and hdr and b"Nats-TTL" in hdr:
+                    ttl = self._ttl_of(hdr, 0)
+                if ttl > 0 and ts + ttl * NANOS_PER_SECOND <= now:
+                    return True
+        return False
+
+    def _add_stepwise(self, seqs, tss, subjects, hdrs, datas, ttls, now: int,
+                      check: bool) -> None:
+        """Add the messages one at a time, as separate :meth:`store_raw` calls would, but
+        leave the write (and fsync) to the caller's single commit."""
+        idx = self._idx
+        for seq, ts, subject, hdr, data, ttl in zip(seqs, tss, subjects, hdrs, datas, ttls):
+            if check:
+                self._check_new(subject, hdr, data)
+            self._expire_if_due(now)
+            if seq <= idx.last:  # a local subject delete marker took the seq
+                raise self._seq_error(seq)
+            self._add_cols((seq,), (ts,), (subject,), (hdr,), (data,), (ttl,))
 
     def _add(self, items: list[tuple]) -> None:
         """Persist and index consecutive messages (seq, ts, subject, hdr, data, ttl), then
         enforce limits (discard old)."""
-        cols = self._persist_msgs(items)
-        seqs, tss, subjects, hdrs, datas, ttls = zip(*items)
+        self._add_cols(*zip(*items))
+
+    def _add_cols(self, seqs, tss, subjects, hdrs, datas, ttls) -> None:
+        """:meth:`_add` with the messages given as columns (sequences of equal length)."""
+        cols = self._persist_cols(seqs, tss, subjects, hdrs, datas)
         if all(map(str.isascii, subjects)):
             slens = map(len, subjects)
         else:
             slens = (len(s.encode()) for s in subjects)
-        sizes = [30 + sl + len(d) + (4 + len(h) if h else 0)
-                 for sl, h, d in zip(slens, hdrs, datas)]
-        self._idx.add_many(seqs, tss, subjects, sizes, cols)
+        if any(hdrs):
+            sizes = [30 + sl + len(d) + (4 + len(h) if h else 0)
+                     for sl, h, d in zip(slens, hdrs, datas)]
+        else:
+            sizes = list(map(_add30, map(_plus, slens, map(len, datas))))
+        idx = self._idx
+        idx.add_many(seqs, tss, subjects, sizes, cols)
         if any(ttls) or any(hdrs):
             for seq, ts, hdr, ttl in zip(seqs, tss, hdrs, ttls):
                 if not ttl and hdr and b"Nats-TTL" in hdr:
                     ttl = self._ttl_of(hdr, 0)
                 if ttl:
                     self._track_ttl(seq, ts, ttl)
-        if self._max_per:
-            idx = self._idx
-            for subject in dict.fromkeys(subjects):
-                ss = idx.subj_seqs[idx.subj_ids[subject]]
-                while ss.count() > self._max_per:
-                    self._unindex(ss.first())
-        self._enforce_limits()
+        max_per = self._max_per
+        if max_per:
+            ids, per = idx.subj_ids, idx.subj_seqs
+            for subject in (dict.fromkeys(subjects) if len(subjects) > 1 else subjects):
+                ss = per[ids[subject]]
+                while len(ss.seqs) - ss.head > max_per:
+                    self._unindex(ss.seqs[ss.head])
+        if self._discard_old and (self._max_msgs or self._max_bytes):
+            self._enforce_limits()
 
     def _enforce_limits(self) -> None:
         if not self._discard_old:
@@ -291,7 +393,7 @@ class BaseStore:
                 self.marker_handler(subject, hdr)
             else:
                 seq = idx.last + 1
-                self._add([(seq, now, subject, hdr, b"", self._sdm_ttl)])
+                self._add_cols((seq,), (now,), (subject,), (hdr,), (b"",), (self._sdm_ttl,))
         return removed
 
     def _expire_one(self, seq: int, markers: list[str]) -> int:
@@ -336,6 +438,14 @@ class BaseStore:
         if not seq:
             raise _not_found(f"no message found for subject {subject!r}")
         return self._read(seq)
+
+    def last_seq_for_subject(self, subject: str) -> int:
+        """The seq of the last message on ``subject`` (a subject or filter, '>' for any),
+        0 when there is none: :meth:`load_last_msg` without reading the message."""
+        self._check_open()
+        if subject and subject != ">":
+            validate_filter(subject)
+        return self._idx.last_match(subject)
 
     # -- deletes -----------------------------------------------------------------------------
     def remove_msg(self, seq: int) -> bool:
@@ -539,8 +649,9 @@ class BaseStore:
         self.close()
 
     # -- hooks -------------------------------------------------------------------------------
-    def _persist_msgs(self, items: list[tuple]) -> list[list]:
-        """Write the messages; returns one list per aux column, a value per message."""
+    def _persist_cols(self, seqs, tss, subjects, hdrs, datas) -> list:
+        """Write the messages (given as columns); returns one sequence per aux column, a
+        value per message."""
         raise NotImplementedError
 
     def _persist_skip(self, seq: int, num: int) -> None:

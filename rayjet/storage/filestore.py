@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from itertools import accumulate
+from operator import add as _plus
 
 from rayjet.api.enums import StorageType, StoreCompression
 from rayjet.clock import NANOS_PER_SECOND, Clock
@@ -30,6 +32,29 @@ META = "meta.json"
 INDEX = "index.dat"
 _OFF_BITS = 40
 _OFF_MASK = (1 << _OFF_BITS) - 1
+_add30 = (30).__add__
+
+
+def _plain_frames(seqs, tss, sbs, hdrs, datas, lens) -> bytes:
+    """The plain records of messages whose frame lengths are ``lens``, back to back."""
+    pack, hpack, u32 = rec._MSG_HEAD.pack, rec._HASH.pack, rec._U32.pack
+    crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, rec.F_HDR
+    parts: list[bytes] = []
+    out = parts.append
+    if any(hdrs):
+        for seq, ts, sb, hdr, data, n in zip(seqs, tss, sbs, hdrs, datas, lens):
+            if hdr:
+                r = b"".join((pack(n | f_hdr, seq, ts, len(sb)), sb, u32(len(hdr)), hdr, data))
+            else:
+                r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
+            out(r)
+            out(hpack(crc32(r), adler32(r)))
+    else:
+        for seq, ts, sb, data, n in zip(seqs, tss, sbs, datas, lens):
+            r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
+            out(r)
+            out(hpack(crc32(r), adler32(r)))
+    return b"".join(parts)
 
 
 class FileStore(BaseStore):
@@ -132,7 +157,27 @@ class FileStore(BaseStore):
         self._wbuf.clear()
         self._dirty.add(blk)
 
-    def _persist_msgs(self, items: list[tuple]) -> list[list]:
+    def _persist_cols(self, seqs, tss, subjects, hdrs, datas) -> list:
+        blk, wbuf = self._active, self._wbuf
+        pos = blk.size + len(wbuf)
+        if not self._codec.transforms:
+            sbs = list(map(str.encode, subjects))
+            if any(hdrs):
+                lens = [34 + len(sb) + len(h) + len(d) if h else 30 + len(sb) + len(d)
+                        for sb, h, d in zip(sbs, hdrs, datas)]
+            else:
+                lens = list(map(_add30, map(_plus, map(len, sbs), map(len, datas))))
+            if pos + sum(lens) <= self.config.block_size:
+                # the whole batch fits in the active block: no roll to look for per record
+                wbuf += _plain_frames(seqs, tss, sbs, hdrs, datas, lens)
+                locs = list(accumulate(lens, initial=(blk.no << _OFF_BITS) | pos))
+                locs.pop()
+                blk.max_seq = max(blk.max_seq, seqs[-1])
+                return [locs, lens]
+        return self._persist_each(seqs, tss, subjects, hdrs, datas)
+
+    def _persist_each(self, seqs, tss, subjects, hdrs, datas) -> list:
+        """Frame by frame, rolling to a new block where one would overflow."""
         locs: list[int] = []
         lens: list[int] = []
         blk, wbuf = self._active, self._wbuf
@@ -140,19 +185,13 @@ class FileStore(BaseStore):
         pos = blk.size + len(wbuf)
         codec = self._codec if self._codec.transforms else None
         base = blk.no << _OFF_BITS
-        pack, hpack, u32 = rec._MSG_HEAD.pack, rec._HASH.pack, rec._U32.pack
-        crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, rec.F_HDR
-        for seq, ts, subject, hdr, data, _ttl in items:
+        f_hdr = rec.F_HDR
+        for seq, ts, subject, hdr, data in zip(seqs, tss, subjects, hdrs, datas):
             sb = subject.encode()
             if codec is not None:
                 frame = codec.encode(f_hdr if hdr else 0, seq, ts, rec.plain_body(sb, hdr, data))
-            elif hdr:
-                r = b"".join((pack((34 + len(sb) + len(hdr) + len(data)) | f_hdr, seq, ts, len(sb)),
-                              sb, u32(len(hdr)), hdr, data))
-                frame = r + hpack(crc32(r), adler32(r))
             else:
-                r = pack(30 + len(sb) + len(data), seq, ts, len(sb)) + sb + data
-                frame = r + hpack(crc32(r), adler32(r))
+                frame = rec.encode_msg(seq, ts, sb, hdr, data)
             n = len(frame)
             if pos + n > limit and pos:
                 blk.max_seq = max(blk.max_seq, seq - 1)
@@ -163,8 +202,8 @@ class FileStore(BaseStore):
             locs.append(base | pos)
             lens.append(n)
             pos += n
-        if items:
-            blk.max_seq = max(blk.max_seq, items[-1][0])
+        if seqs:
+            blk.max_seq = max(blk.max_seq, seqs[-1])
         return [locs, lens]
 
     def _append_ctl(self, kind: int, seq: int, count: int = 0) -> None:

@@ -11,8 +11,9 @@ from rayjet.storage.protocol import StoredMsg
 
 
 class MemStore(BaseStore):
-    # one list aligned with the index arrays: (hdr, data) of each message, None when deleted
-    _aux_kinds = (None,)
+    # two lists aligned with the index arrays: the hdr and the data of each message (both
+    # None once it is deleted)
+    _aux_kinds = (None, None)
 
     def __init__(self, config: StoreConfig | None = None, clock: Clock | None = None) -> None:
         config = config or StoreConfig(storage=StorageType.MEMORY)
@@ -20,23 +21,25 @@ class MemStore(BaseStore):
             raise InvalidConfigError("MemStore needs storage='memory'")
         super().__init__(config, clock)
 
-    def _persist_msgs(self, items: list[tuple]) -> list[list]:
-        return [[(hdr, data) for _seq, _ts, _subj, hdr, data, _ttl in items]]
+    def _persist_cols(self, seqs, tss, subjects, hdrs, datas) -> list:
+        return [hdrs, datas]
 
     def _read(self, seq: int) -> StoredMsg:
         idx = self._idx
         i = seq - idx.base
-        hdr, data = idx.aux[0][i]
-        return StoredMsg(idx.subj_names[idx.sid[i]], hdr, data, seq, idx.ts[i])
+        return StoredMsg(idx.subj_names[idx.sid[i]], idx.aux[0][i], idx.aux[1][i], seq,
+                         idx.ts[i])
 
     def _commit(self) -> None:
         # drop the bodies of removed messages so RAM follows the state
         if self._removed:
-            idx, bodies = self._idx, self._idx.aux[0]
+            idx = self._idx
+            hdrs, datas = idx.aux
+            size, base, n = idx.size, idx.base, len(datas)
             for seq in self._removed:
-                i = seq - idx.base
-                if 0 <= i < len(bodies) and not idx.size[i]:
-                    bodies[i] = None
+                i = seq - base
+                if 0 <= i < n and not size[i]:
+                    hdrs[i] = datas[i] = None
             self._removed.clear()
 
 

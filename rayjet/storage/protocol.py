@@ -7,7 +7,7 @@ limit raise ``StoreLimitError`` (err_code 10077).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -40,11 +40,21 @@ class StoreState:
 
 # one message of a batch: (subject, hdr, data) or (subject, hdr, data, ttl)
 BatchItem = tuple[str, bytes, bytes] | tuple[str, bytes, bytes, int]
+# one replicated record: (subject, hdr, data, seq, ts, ttl), seq and ts fixed by the leader
+RawItem = tuple[str, bytes, bytes, int, int, int]
+# called with (subject, hdr) of a subject delete marker instead of storing it locally
+MarkerHandler = Callable[[str, bytes], None]
 
 
 @runtime_checkable
 class StreamStore(Protocol):
     config: StoreConfig
+    # Subject delete markers: when max_age or a TTL removes the last message of a subject
+    # and ``subject_delete_marker_ttl`` is set, the store writes a marker message itself
+    # while this is None. A replicated stream sets it instead (to a callable taking the
+    # marker's subject and header bytes): the store then only reports the marker, and the
+    # leader proposes it so that every replica stores the same one at the same seq.
+    marker_handler: MarkerHandler | None
 
     # -- writes ------------------------------------------------------------------------------
     def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl: int = 0) -> tuple[int, int]:
@@ -56,6 +66,12 @@ class StreamStore(Protocol):
     def store_raw(self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int,
                   ttl: int = 0, discard_new_check: bool = False) -> None:
         """Store a record whose seq and ts were fixed by the leader; seq must be > last_seq."""
+
+    def store_raw_batch(self, items: Sequence[RawItem],
+                        discard_new_check: bool = False) -> None:
+        """:meth:`store_raw` for many ``(subject, hdr, data, seq, ts, ttl)`` items with
+        consecutive seqs above last_seq, in one write and (sync 'always') one fsync; the
+        resulting state is the one of calling :meth:`store_raw` for each item in turn."""
 
     def skip_msg(self, seq: int = 0) -> int: ...
 
@@ -71,6 +87,9 @@ class StreamStore(Protocol):
 
     def load_prev_msg(self, start_seq: int, filter: str = ">",
                       wildcard: bool = True) -> tuple[StoredMsg, int]: ...
+
+    def last_seq_for_subject(self, subject: str) -> int:
+        """The seq :meth:`load_last_msg` would return, or 0 when there is none (no read)."""
 
     # -- deletes -----------------------------------------------------------------------------
     def remove_msg(self, seq: int) -> bool: ...
@@ -112,4 +131,4 @@ class StreamStore(Protocol):
     def stop(self) -> None: ...
 
 
-__all__ = ["BatchItem", "StoreState", "StoredMsg", "StreamStore"]
+__all__ = ["BatchItem", "MarkerHandler", "RawItem", "StoreState", "StoredMsg", "StreamStore"]
