@@ -79,7 +79,9 @@ class RawNode:
 
         Raises ProposalDroppedError when this node is not the leader or a leadership transfer
         is running. The entry is committed once it shows up in ``committed_entries`` with the
-        same index and the leader's term.
+        same index and the leader's term; if leadership changes first it may be overwritten,
+        and the caller retries. Appends to followers go out with the next Ready, so many
+        proposals made between two Readies travel in one message per follower.
         """
         return self.raft.propose([bytes(data)])
 
@@ -105,7 +107,8 @@ class RawNode:
         """Request a linearizable read tagged ``ctx`` (leader only, unique per request).
 
         A matching ReadState appears in a later Ready once a quorum confirmed leadership;
-        serve the read when the applied index reaches ``ReadState.index``.
+        serve the read when the applied index reaches ``ReadState.index``. If leadership is
+        lost first the request is forgotten: the caller times out and retries.
         """
         self.raft.read_index(bytes(ctx))
 

@@ -59,7 +59,7 @@ class Params:
             election_tick=10,
             heartbeat_tick=rng.choice((1, 2, 3)),
             max_size_per_msg=rng.choice((None, 64, 1 << 20)),
-            max_entries_per_msg=rng.choice((None, None, 1, 3)),
+            max_entries_per_msg=rng.choice((None, 1, 1, 3)),
             max_inflight=rng.choice((1, 2, 8, 256)),
             check_quorum=rng.random() < 0.8,
             pre_vote=rng.random() < 0.8,
@@ -69,7 +69,7 @@ class Params:
             crash_rate=rng.choice((0.0, 0.01, 0.03)),
             partition_rate=rng.choice((0.0, 0.01, 0.03)),
             conf_rate=rng.choice((0.0, 0.02, 0.05)),
-            flap_rate=rng.choice((0.0, 0.0, 0.05, 0.15)),
+            flap_rate=rng.choice((0.0, 0.05, 0.15, 0.3)),
         )
 
 
@@ -256,6 +256,11 @@ class Simulation:
             return None
         return max(leaders, key=lambda n: n.rn.raft.term)
 
+    @staticmethod
+    def _backlog(node: SimNode) -> int:
+        log = node.rn.raft.log
+        return log.last_index() - log.committed
+
     def _alive(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.alive]
 
@@ -273,11 +278,13 @@ class Simulation:
 
     def _workload(self) -> None:
         rng = self.rng
-        if rng.random() < 0.3:
+        if rng.random() < 0.3 and self.phase == "chaos":
             leader = self._leader()
             alive = self._alive()
             target = leader if leader is not None and rng.random() < 0.9 else \
                 (rng.choice(alive) if alive else None)
+            if target is not None and target is leader and self._backlog(leader) > 16:
+                target = None  # client back-pressure: the group is not keeping up
             if target is not None:
                 values = []
                 for _ in range(rng.randint(1, 3)):
