@@ -7,6 +7,7 @@ reservation (they are mostly idle), and are pinned softly to the node placement 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from typing import Any
@@ -14,11 +15,12 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.consumer import ConsumerReplica
+from rayjet.actors.names import NAMESPACE, consumer_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import StreamConfig
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError
-from rayjet.meta import Catalogue, Peers, StreamAssignment
+from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
 from rayjet.placement import loads_from_assignments, select_peers, servers_from_ray_nodes
 from rayjet.subjects import matches_any
 
@@ -188,3 +190,68 @@ async def _wait_new_leader(sa: StreamAssignment, not_rid: str, timeout: float
         if time.monotonic() > deadline:
             raise NotLeaderError(f"leadership of {sa.name!r} did not move off {not_rid}")
         await asyncio.sleep(0.05)
+
+
+# -- consumers ----------------------------------------------------------------------------------
+def place_consumer(sa: StreamAssignment, replicas: int) -> Peers:
+    """Consumer replicas live with the stream's replicas (their first ``replicas`` nodes)."""
+    count = replicas or sa.config.num_replicas
+    nodes = [node for _, node in sa.peers][:count]
+    return tuple((f"r{i}", node) for i, node in enumerate(nodes))
+
+
+def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
+    return ray.get_actor(consumer_actor_name(ca.group, rid), namespace=NAMESPACE)
+
+
+def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
+                            node: str | None, data_dir: Any, assignment: dict) -> Any:
+    return remote_class(ConsumerReplica).options(
+        **actor_options(consumer_actor_name(ca.group, rid), node)
+    ).remote(assignment, ca.name, ca.config.to_dict(), ca.group, rid,
+             [r for r, _ in ca.peers], str(data_dir), created_ns=ca.created_ns)
+
+
+async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment, data_dir: Any,
+                                   assignment: dict, *, wait: bool = True) -> None:
+    handles = [create_consumer_replica(ca, sa, rid, node, data_dir, assignment)
+               for rid, node in ca.peers]
+    await asyncio.gather(*(h.ping.remote() for h in handles))
+    if not wait:
+        return
+    deadline = time.monotonic() + GROUP_READY_TIMEOUT
+    while time.monotonic() < deadline:
+        states = await asyncio.gather(*(h.status.remote() for h in handles),
+                                      return_exceptions=True)
+        if any(isinstance(st, dict) and st["role"] == "Leader" and st["writable"]
+               for st in states):
+            return
+        await asyncio.sleep(0.05)
+    raise ServiceUnavailableError(f"consumer {ca.name!r} has no leader after "
+                                  f"{GROUP_READY_TIMEOUT:.0f}s")
+
+
+async def destroy_consumer_replicas(ca: ConsumerAssignment) -> None:
+    for rid, _ in ca.peers:
+        try:
+            handle = consumer_handle(ca, rid)
+        except ValueError:
+            continue
+        try:
+            await handle.destroy.remote()
+        except ray.exceptions.RayError:
+            pass
+        ray.kill(handle, no_restart=True)
+
+
+def consumer_filters(ca: ConsumerAssignment) -> list[str]:
+    cfg = ca.config
+    if cfg.filter_subjects:
+        return list(cfg.filter_subjects)
+    return [cfg.filter_subject] if cfg.filter_subject else []
+
+
+async def update_consumer_config(ca: ConsumerAssignment) -> None:
+    for rid, _ in ca.peers:
+        with contextlib.suppress(ValueError, ray.exceptions.RayError):
+            await consumer_handle(ca, rid).update_config.remote(ca.config.to_dict())

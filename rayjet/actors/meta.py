@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,10 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 10.0
 RECONCILE_EVERY = 2.0
+
+
+def _ephemeral_name() -> str:
+    return uuid.uuid4().hex[:22].upper()
 
 
 class MetaMachine:
@@ -155,6 +161,8 @@ class MetaMember:
         self._require_leader()
         sa = self.catalogue.stream(name)
         await self._commit(self.catalogue.prepare_delete_stream(name))
+        for ca in sa.consumers.values():
+            await cluster.destroy_consumer_replicas(ca)
         await cluster.destroy_stream_replicas(sa)
         return True
 
@@ -182,13 +190,46 @@ class MetaMember:
     async def add_consumer(self, stream: str, config: dict[str, Any]) -> dict[str, Any]:
         self._require_leader()
         cfg = ConsumerConfig.from_dict(config)
-        op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns())
-        ca = op if isinstance(op, ConsumerAssignment) else await self._commit(op)
+        if not (cfg.durable_name or cfg.name):
+            cfg = dataclasses.replace(cfg, name=_ephemeral_name())
+        sa = self.catalogue.stream(stream)
+        existing = sa.consumers.get(cfg.durable_name or cfg.name)
+        peers = existing.peers if existing else cluster.place_consumer(sa, cfg.num_replicas)
+        op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns(), peers=peers)
+        if isinstance(op, ConsumerAssignment):
+            ca = op
+        else:
+            if existing is None:
+                await self._register_interest(sa, cfg, remove=False)
+            ca = await self._commit(op)
+            if existing is not None:
+                await cluster.update_consumer_config(ca)
+        await cluster.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
+
+    async def _register_interest(self, sa: StreamAssignment, cfg: ConsumerConfig, *,
+                                 remove: bool) -> None:
+        """Interest and work-queue streams keep messages for their consumers: tell the
+        stream (and let it refuse, e.g. past max_consumers) before the catalogue commits."""
+        from rayjet.api import RetentionPolicy
+
+        if sa.config.retention is RetentionPolicy.LIMITS:
+            return
+        name = cfg.durable_name or cfg.name
+        filters = list(cfg.filter_subjects) or ([cfg.filter_subject] if cfg.filter_subject
+                                                else [])
+        _, leader = await cluster.find_leader(sa)
+        await leader.register_consumer.remote(name, filters, 0, remove)
 
     async def delete_consumer(self, stream: str, name: str) -> bool:
         self._require_leader()
+        ca = self.catalogue.consumer(stream, name)
         await self._commit(self.catalogue.prepare_delete_consumer(stream, name))
+        await cluster.destroy_consumer_replicas(ca)
+        sa = self.catalogue.streams.get(stream)
+        if sa is not None:
+            with contextlib.suppress(APIError, ray.exceptions.RayError):
+                await self._register_interest(sa, ca.config, remove=True)
         return True
 
     async def consumer_assignment(self, stream: str, name: str) -> dict[str, Any]:
@@ -209,6 +250,10 @@ class MetaMember:
             for sa in list(self.catalogue.streams.values()):
                 with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
                     await cluster.ensure_stream_replicas(sa, self.data_dir, wait=False)
+                for ca in list(sa.consumers.values()):
+                    with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+                        await cluster.ensure_consumer_replicas(
+                            ca, sa, self.data_dir, assignment_dict(sa), wait=False)
 
     async def shutdown(self) -> None:
         if self._reconciler is not None:

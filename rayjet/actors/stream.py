@@ -23,6 +23,7 @@ from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.actors.raft_host import RaftHost
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
+from rayjet.engine.consumer_reader import StoreReader
 from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
@@ -31,6 +32,8 @@ from rayjet.storage import FileStore, MemStore
 
 log = logging.getLogger(__name__)
 
+_READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
+                             "last_seq_for", "last_per_subject", "seq_for_time"})
 UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
 DEFAULT_TIMEOUT = 5.0
 
@@ -348,6 +351,33 @@ class StreamReplica:
         nxt = seq if seqs and 0 < seq <= end_seq else 0
         return {"seq": seqs, "subject": subjects, "hdr": hdrs, "data": datas, "ts": tss,
                 "next": nxt}
+
+    # -- consumers --------------------------------------------------------------------------
+    async def reader_call(self, method: str, *args: Any) -> Any:
+        """Run one :class:`StreamReader` method on this leader's store (consumers read here)."""
+        self._require_current()
+        if method not in _READER_METHODS:
+            raise error_for("BAD_REQUEST", err=f"unknown reader method {method!r}")
+        return getattr(StoreReader(self.machine.store), method)(*args)
+
+    async def consumer_acked(self, consumer: str, seqs: list[int],
+                             timeout: float = DEFAULT_TIMEOUT) -> int:
+        """A consumer acked ``seqs``: interest and work-queue streams may remove them."""
+        self._require_writable()
+        ops = [self.engine.prepare_ack(consumer, seq) for seq in seqs]
+        if not ops:
+            return 0
+        results = await self._propose_ops(ops, timeout)
+        return sum(1 for r in results if r.ok and r.value)
+
+    async def register_consumer(self, name: str, filters: list[str], start_seq: int = 0,
+                                remove: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Record (or drop) a consumer's interest, which interest/work-queue retention uses."""
+        self._require_writable()
+        op = self.engine.prepare_consumer(name, filters, start_seq, remove)
+        (result,) = await self._propose_ops([op], timeout)
+        if not result.ok:
+            raise result.error
 
     async def drain_republished(self) -> list[tuple[str, bytes, bytes]]:
         out, self._republished = self._republished, []

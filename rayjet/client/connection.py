@@ -10,8 +10,10 @@ import ray
 
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
+from rayjet.actors.router import meta_router
+from rayjet.client.consumers import ConsumersAPI
+from rayjet.client.kv_api import KeyValueAPI
 from rayjet.client.publish import PublishAPI
-from rayjet.client.router import meta_router
 from rayjet.client.streams import StreamsAPI
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
@@ -25,7 +27,7 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet-data"
 
 
-class JetStream(StreamsAPI, PublishAPI):
+class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
     def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,

@@ -6,8 +6,8 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
+from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
-from rayjet.client.router import GroupRouter, stream_router
 from rayjet.errors import BadRequestError, NotFoundError
 
 

@@ -1,0 +1,399 @@
+"""The consumer replica actor: a raft replica of one durable consumer's delivery state.
+
+The leader decides deliveries with the consumer engine, replicates each decision (which
+messages went to whom, acks, naks) through the consumer's own raft group, and only then
+hands messages out, so a new leader never forgets what was sent. It reads messages from the
+stream's leader in batches. Acks on interest and work-queue streams are forwarded to the
+stream, which removes what no consumer still needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import ray
+
+from rayjet.actors.names import NAMESPACE, consumer_actor_name
+from rayjet.actors.raft_host import RaftHost
+from rayjet.actors.router import GroupRouter, stream_router
+from rayjet.api import ConsumerConfig, StorageType, StreamConfig
+from rayjet.clock import SYSTEM_CLOCK
+from rayjet.engine.consumer import ConsumerEngine
+from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer_types import Batch, Delivery, PullRequest, RequestStatus
+from rayjet.errors import APIError, BadRequestError, NotLeaderError, error_for
+from rayjet.raft import Message, Role
+from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
+
+log = logging.getLogger(__name__)
+
+ENTRY_CONSUMER_OPS = 2
+TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
+STREAM_CALL_TIMEOUT = 5.0
+
+
+def encode_entry(ops) -> bytes:
+    return bytes((ENTRY_CONSUMER_OPS,)) + msgpack.packb([encode_consumer_op(o) for o in ops],
+                                                        use_bin_type=True)
+
+
+def decode_entry(data: bytes) -> list:
+    if not data or data[0] != ENTRY_CONSUMER_OPS:
+        raise BadRequestError(f"unknown consumer entry kind {data[:1]!r}")
+    return [decode_consumer_op(raw) for raw in msgpack.unpackb(memoryview(data)[1:], raw=False)]
+
+
+class RemoteStreamReader:
+    """The engine's StreamReader over calls to the stream's leader (blocking, bounded)."""
+
+    def __init__(self, router: GroupRouter) -> None:
+        self.router = router
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return self.router.call("reader_call", method, *args, timeout=STREAM_CALL_TIMEOUT)
+
+    def bounds(self):
+        return self._call("bounds")
+
+    def load_msg(self, seq):
+        return self._call("load_msg", seq)
+
+    def load_next_batch(self, filters, start_seq, limit):
+        return self._call("load_next_batch", tuple(filters), start_seq, limit)
+
+    def num_pending(self, filters, start_seq, last_per_subject=False):
+        return self._call("num_pending", tuple(filters), start_seq, last_per_subject)
+
+    def last_seq_for(self, filters):
+        return self._call("last_seq_for", tuple(filters))
+
+    def last_per_subject(self, filters, max_seq):
+        return self._call("last_per_subject", tuple(filters), max_seq)
+
+    def seq_for_time(self, ts_ns):
+        return self._call("seq_for_time", ts_ns)
+
+
+class ConsumerMachine:
+    def __init__(self, engine: ConsumerEngine) -> None:
+        self.engine = engine
+
+    def apply(self, index: int, data: bytes) -> list:
+        return [self.engine.apply(op) for op in decode_entry(data)]
+
+    def snapshot(self) -> bytes:
+        return self.engine.snapshot()
+
+    def full_snapshot(self) -> bytes:
+        return self.engine.snapshot()
+
+    def restore(self, data: bytes, *, full: bool) -> None:
+        if data:  # none yet: a fresh engine is the start, the log replays the rest
+            self.engine.restore(data)
+
+    def sync(self) -> None:
+        pass  # the state lives in the raft log and its snapshots
+
+
+def delivery_dict(d: Delivery) -> dict[str, Any]:
+    return {"subject": d.subject, "hdr": d.hdr, "data": d.data, "reply": d.reply,
+            "stream": d.stream, "consumer": d.consumer, "stream_seq": d.stream_seq,
+            "consumer_seq": d.consumer_seq, "num_delivered": d.num_delivered,
+            "timestamp": d.timestamp, "num_pending": d.num_pending}
+
+
+@dataclass
+class _Fetch:
+    batch: int
+    future: asyncio.Future
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    status: tuple[int, str] | None = None
+    eager: bool = False  # push: answer as soon as one decision's messages are out
+
+
+class ConsumerReplica:
+    """Plain class; :mod:`rayjet.actors.cluster` wraps it with ``ray.remote``."""
+
+    def __init__(self, stream_assignment: dict[str, Any], name: str, config: dict[str, Any],
+                 group: str, replica_id: str, voters: list[str], data_dir: str, *,
+                 created_ns: int = 0, tick_seconds: float = 0.05) -> None:
+        self.stream_name = stream_assignment["config"]["name"]
+        self.name = name
+        self.group_name = group
+        self.id = replica_id
+        self.dir = Path(data_dir) / "consumers" / group / replica_id
+        stream_cfg = StreamConfig.from_dict(stream_assignment["config"])
+        cfg = ConsumerConfig.from_dict(config)
+        self.stream = stream_router(stream_assignment)
+        self.engine = ConsumerEngine(cfg, stream_cfg, RemoteStreamReader(self.stream),
+                                     SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
+        memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
+        storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
+        rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
+                              options=GroupOptions(sync_always=not memory))
+        self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
+                             name=f"{self.stream_name}>{name}/{replica_id}")
+        self.host.on_output.append(self._on_output)
+        self._peers: dict[str, Any] = {}
+        self._fetches: dict[str, _Fetch] = {}
+        self._ready_index: int | None = None
+        self._timer: asyncio.Task | None = None
+        self._started = False
+        self._advisories: list[tuple[str, dict]] = []
+        self._acked_out: list[int] = []
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def group(self) -> ReplicaGroup:
+        return self.host.group
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._started = True
+            self.host.start()
+            self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+
+    def _send(self, peer: str, messages: list[Message]) -> None:
+        handle = self._peers.get(peer)
+        if handle is None:
+            handle = ray.get_actor(consumer_actor_name(self.group_name, peer),
+                                   namespace=NAMESPACE)
+            self._peers[peer] = handle
+        handle.receive.remote(messages)
+
+    def _on_output(self, out: Output) -> None:
+        group = self.group
+        for applied in out.applied:
+            if isinstance(applied.result, list):
+                for r in applied.result:
+                    if r.acked:
+                        self._acked_out.extend(r.acked)
+        if out.role is not None:
+            if out.role == Role.LEADER:
+                self._ready_index = group.node.raft.log.last_index()
+            else:
+                self._ready_index = None
+                if self.engine.is_leader:
+                    self._end_requests(self.engine.set_follower())
+        if (self._ready_index is not None and not self.engine.is_leader and group.is_leader
+                and group.applied >= self._ready_index):
+            try:
+                ops = self.engine.set_leader()
+            except APIError:
+                log.exception("consumer %s cannot start leading yet", self.host.name)
+                return
+            if ops:
+                self.host.propose_nowait(encode_entry(ops))
+        if self._acked_out and self.engine.is_leader:
+            seqs, self._acked_out = self._acked_out, []
+            self._forward_acks(seqs)
+
+    def _forward_acks(self, seqs: list[int]) -> None:
+        try:
+            handle = self.stream.handle(self.stream.leader or sorted(self.stream.names)[0])
+            handle.consumer_acked.remote(self.name, seqs)
+        except (ValueError, ray.exceptions.RayError):
+            self._acked_out.extend(seqs)  # try again on the next output
+
+    def _require_leader(self) -> None:
+        self._ensure_started()
+        if not (self.group.is_leader and self.engine.is_leader):
+            raise NotLeaderError(f"consumer replica {self.id} is not the current leader",
+                                 group=self.group_name, leader=self.group.leader)
+
+    # -- decisions -> raft -> clients -------------------------------------------------------
+    def _dispatch(self, batch: Batch) -> None:
+        """Propose the batch's ops; hand its messages out once they are applied."""
+        self._advisories.extend((a.subject, a.body) for a in batch.advisories)
+        del self._advisories[:-1000]
+        if not batch.ops:
+            self._deliver(batch.deliveries)
+            self._end_requests(batch.statuses)
+            return
+        fut = self.host.propose_nowait(encode_entry(batch.ops))
+
+        def done(f: asyncio.Future, batch=batch) -> None:
+            if f.cancelled() or f.exception() is not None:
+                err = f.exception() if not f.cancelled() else None
+                self._end_requests([RequestStatus(r, 409, f"Leadership Change ({err})")
+                                    for r, _ in batch.deliveries])
+                return
+            self._deliver(batch.deliveries)
+            self._end_requests(batch.statuses)
+
+        fut.add_done_callback(done)
+
+    def _deliver(self, deliveries) -> None:
+        for reply, d in deliveries:
+            fetch = self._fetches.get(reply)
+            if fetch is None or fetch.future.done():
+                continue
+            fetch.messages.append(delivery_dict(d))
+        for reply, _ in deliveries:
+            fetch = self._fetches.get(reply)
+            if fetch is not None and not fetch.future.done() and (
+                    fetch.eager or len(fetch.messages) >= fetch.batch):
+                fetch.future.set_result(None)
+
+    def _end_requests(self, statuses) -> None:
+        for st in statuses:
+            if not st.done:
+                continue  # idle heartbeat: the fetch call itself is the liveness signal
+            fetch = self._fetches.get(st.reply)
+            if fetch is not None and not fetch.future.done():
+                fetch.status = (st.code, st.description)
+                fetch.future.set_result(None)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TIMER_EVERY)
+            if not (self.group.is_leader and self.engine.is_leader):
+                continue
+            try:
+                self._dispatch(self.engine.due_redeliveries())
+                if self.engine.num_waiting:
+                    self._dispatch(self.engine.serve())
+                if self.engine.is_inactive():
+                    asyncio.get_running_loop().create_task(self._delete_self())
+            except APIError as err:
+                log.debug("consumer timer on %s: %s", self.host.name, err)
+            except Exception:
+                log.exception("consumer timer failed on %s", self.host.name)
+
+    async def _delete_self(self) -> None:
+        from rayjet.actors.router import meta_router
+
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(meta_router().call, "delete_consumer", self.stream_name,
+                                    self.name)
+
+    # -- client API (leader) ----------------------------------------------------------------
+    async def fetch(self, batch: int = 1, expires: float = 0.0, max_bytes: int = 0,
+                    no_wait: bool = False, heartbeat: float = 0.0) -> dict[str, Any]:
+        """Pull up to ``batch`` messages, waiting up to ``expires`` seconds for the first.
+        Returns ``messages`` and the ``status`` that ended the request, if any."""
+        self._require_leader()
+        reply = uuid.uuid4().hex
+        fetch = _Fetch(max(int(batch), 1), asyncio.get_running_loop().create_future())
+        self._fetches[reply] = fetch
+        try:
+            req = PullRequest(reply=reply, batch=fetch.batch, max_bytes=max_bytes,
+                              expires=expires, no_wait=no_wait, heartbeat=heartbeat)
+            if self.engine.config.is_push:
+                fetch.eager = True
+                await self._push(fetch, reply, max_bytes, expires)
+            else:
+                self._dispatch(self.engine.request(req))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(fetch.future),
+                                           expires + 1.0 if expires else 5.0)
+            return {"messages": fetch.messages, "status": fetch.status}
+        finally:
+            self._fetches.pop(reply, None)
+
+    async def _push(self, fetch: _Fetch, reply: str, max_bytes: int, expires: float) -> None:
+        """Push consumers: hand out what is there, else poll for new messages until
+        ``expires`` (the subscriber's long poll stands in for a deliver subject)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + expires
+        while True:
+            if self.engine.is_leader:
+                batch = self.engine.next_batch(batch=fetch.batch, max_bytes=max_bytes,
+                                               reply=reply)
+                self._dispatch(batch)
+                if batch.deliveries:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(fetch.future), 10.0)
+                    return
+            if fetch.future.done() or loop.time() >= deadline:
+                return
+            await asyncio.sleep(TIMER_EVERY)
+
+    async def ack(self, acks: list[tuple[str, int, Any]], sync: bool = False,
+                  timeout: float = 5.0) -> list[bool]:
+        """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term."""
+        self._require_leader()
+        engine, ops, oks = self.engine, [], []
+        plain = [seq for kind, seq, _ in acks if kind == "ack"]
+        if plain:
+            out = engine.prepare_acks(plain)
+            if out.op is not None:
+                ops.append(out.op)
+            self._advisories.extend((a.subject, a.body) for a in out.advisories)
+        for kind, seq, arg in acks:
+            if kind == "ack":
+                oks.append(True)
+                continue
+            if kind == "nak":
+                out = engine.prepare_nak(seq, arg)
+            elif kind == "progress":
+                out = engine.prepare_progress(seq)
+            elif kind == "term":
+                out = engine.prepare_term(seq, arg or "")
+            else:
+                raise error_for("BAD_REQUEST", err=f"unknown ack kind {kind!r}")
+            oks.append(out.ok)
+            if out.op is not None:
+                ops.append(out.op)
+            self._advisories.extend((a.subject, a.body) for a in out.advisories)
+        if ops:
+            fut = self.host.propose_nowait(encode_entry(ops))
+            if sync:
+                await asyncio.wait_for(asyncio.shield(fut), timeout)
+        if engine.num_waiting:
+            self._dispatch(engine.serve())  # acks may have made room under max_ack_pending
+        return oks
+
+    async def info(self) -> dict[str, Any]:
+        self._require_leader()
+        info = self.engine.info()
+        out = info.to_dict()
+        out["cluster"] = {"raft_group": self.group_name, "leader": self.group.leader}
+        return out
+
+    async def advisories(self) -> list[tuple[str, dict]]:
+        out, self._advisories = self._advisories, []
+        return out
+
+    async def update_config(self, config: dict[str, Any]) -> None:
+        self.engine.update_config(ConsumerConfig.from_dict(config))
+
+    # -- raft transport and lifecycle -------------------------------------------------------
+    async def receive(self, messages: list[Message]) -> None:
+        self._ensure_started()
+        self.host.receive(messages)
+
+    async def ping(self) -> str:
+        self._ensure_started()
+        return self.id
+
+    async def status(self) -> dict[str, Any]:
+        self._ensure_started()
+        st = self.group.status()
+        st["writable"] = self.engine.is_leader
+        return st
+
+    async def destroy(self) -> None:
+        await self._stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    async def _stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+        for fetch in self._fetches.values():
+            if not fetch.future.done():
+                fetch.status = (409, "Consumer Deleted")
+                fetch.future.set_result(None)
+        await self.host.stop()
+        with contextlib.suppress(Exception):
+            self.group.storage.close()

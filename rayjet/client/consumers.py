@@ -1,0 +1,350 @@
+"""The consumer half of the client API: manage consumers, pull and push subscriptions."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rayjet.actors.names import consumer_actor_name
+from rayjet.actors.router import GroupRouter
+from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from rayjet.client.messages import AckSender, Msg
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ConsumerNotFoundError,
+    NoMessagesError,
+    TimeoutError,
+)
+from rayjet.subjects import validate_filter
+
+PUSH_BATCH = 256
+PUSH_POLL = 1.0  # seconds one push poll waits for messages
+
+
+def _consumer_config(config: ConsumerConfig | dict | None, params: dict) -> ConsumerConfig:
+    if config is None:
+        return ConsumerConfig(**params)
+    if isinstance(config, dict):
+        config = ConsumerConfig.from_dict(config)
+    if not isinstance(config, ConsumerConfig):
+        raise BadRequestError(f"pass a ConsumerConfig (or its fields), not "
+                              f"{type(config).__name__}")
+    return dataclasses.replace(config, **params) if params else config
+
+
+def _router(ca: dict[str, Any]) -> GroupRouter:
+    return GroupRouter({rid: consumer_actor_name(ca["group"], rid) for rid, _ in ca["peers"]},
+                       f"consumer {ca['stream']} > {ca['name']}")
+
+
+class ConsumersAPI:
+    """Mixed into :class:`rayjet.client.JetStream`."""
+
+    def _consumer_router(self, stream: str, name: str) -> GroupRouter:
+        return _router(self._meta_call("consumer_assignment", stream, name))
+
+    def add_consumer(self, stream: str, config: ConsumerConfig | dict | None = None,
+                     **params: Any) -> ConsumerInfo:
+        cfg = _consumer_config(config, params)
+        ca = self._meta_call("add_consumer", stream, cfg.to_dict(), timeout=max(self.timeout, 60))
+        return self.consumer_info(stream, ca["name"])
+
+    def update_consumer(self, stream: str, config: ConsumerConfig | dict | None = None,
+                        **params: Any) -> ConsumerInfo:
+        cfg = _consumer_config(config, params)
+        name = cfg.durable_name or cfg.name
+        self._meta_call("consumer_assignment", stream, name)  # must exist (10014 otherwise)
+        return self.add_consumer(stream, cfg)
+
+    def delete_consumer(self, stream: str, name: str) -> bool:
+        return bool(self._meta_call("delete_consumer", stream, name, timeout=max(self.timeout, 60)))
+
+    def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
+        raw = self._consumer_router(stream, name).call("info", timeout=self.timeout)
+        return ConsumerInfo.from_dict(raw)
+
+    def consumers_info(self, stream: str) -> list[ConsumerInfo]:
+        return [self.consumer_info(stream, ca["name"])
+                for ca in self._meta_call("list_consumers", stream)]
+
+    def consumer_names(self, stream: str) -> list[str]:
+        return [ca["name"] for ca in self._meta_call("list_consumers", stream)]
+
+    # -- subscriptions ----------------------------------------------------------------------
+    def _bind(self, subject: str | None, stream: str | None) -> str:
+        if stream:
+            return stream
+        if not subject:
+            raise BadRequestError("give a subject or a stream to subscribe to")
+        validate_filter(subject)
+        return self.find_stream_name_by_subject(subject)
+
+    def pull_subscribe(self, subject: str | None = None, durable: str | None = None,
+                       stream: str | None = None, config: ConsumerConfig | None = None,
+                       **params: Any) -> PullSubscription:
+        """Bind to (or create) a pull consumer; ``fetch`` from it."""
+        stream = self._bind(subject, stream)
+        cfg = _consumer_config(config, params)
+        name = durable or cfg.durable_name or cfg.name
+        if name:
+            try:
+                self._meta_call("consumer_assignment", stream, name)
+                return PullSubscription(self, stream, name, ephemeral=False)
+            except ConsumerNotFoundError:
+                pass
+        changes: dict[str, Any] = {}
+        if durable:
+            changes["durable_name"] = durable
+        if subject and not cfg.filter_subject and not cfg.filter_subjects:
+            changes["filter_subject"] = subject
+        if cfg.ack_policy is None:
+            changes["ack_policy"] = AckPolicy.EXPLICIT
+        info = self.add_consumer(stream, dataclasses.replace(cfg, **changes))
+        return PullSubscription(self, stream, info.name, ephemeral=not durable)
+
+    def subscribe(self, subject: str | None = None, durable: str | None = None,
+                  stream: str | None = None, *, queue: str | None = None,
+                  ordered_consumer: bool = False, deliver_policy: DeliverPolicy | None = None,
+                  config: ConsumerConfig | None = None, cb: Callable[[Msg], None] | None = None,
+                  manual_ack: bool = False, headers_only: bool | None = None,
+                  **params: Any) -> PushSubscription:
+        """A push subscription: messages arrive in the background; iterate them with
+        ``messages()``/``next_msg()`` or have ``cb`` called for each. ``queue`` shares one
+        consumer among several subscribers (a deliver group); ``ordered_consumer=True``
+        gives every message in stream order exactly once, re-creating its consumer on a gap."""
+        stream = self._bind(subject, stream)
+        cfg = _consumer_config(config, params)
+        changes: dict[str, Any] = {}
+        if deliver_policy is not None:
+            changes["deliver_policy"] = deliver_policy
+        if headers_only is not None:
+            changes["headers_only"] = headers_only
+        if subject and not cfg.filter_subject and not cfg.filter_subjects:
+            changes["filter_subject"] = subject
+        if not cfg.deliver_subject:
+            changes["deliver_subject"] = f"_INBOX.{uuid.uuid4().hex}"
+        if ordered_consumer:
+            if durable or queue:
+                raise BadRequestError("an ordered consumer is ephemeral: no durable, no queue")
+            changes.update(ack_policy=AckPolicy.NONE, mem_storage=True, num_replicas=1,
+                           flow_control=True, idle_heartbeat=5.0, inactive_threshold=300.0)
+        else:
+            if durable:
+                changes["durable_name"] = durable
+            if queue:
+                changes["deliver_group"] = queue
+                changes.setdefault("durable_name", durable or queue)
+            if cfg.ack_policy is None:
+                changes["ack_policy"] = AckPolicy.EXPLICIT
+        cfg = dataclasses.replace(cfg, **changes)
+        name = cfg.durable_name or cfg.name
+        existing = None
+        if name:
+            try:
+                existing = self._meta_call("consumer_assignment", stream, name)
+            except ConsumerNotFoundError:
+                existing = None
+        if existing is None:
+            name = self.add_consumer(stream, cfg).name
+        sub = PushSubscription(self, stream, name, cfg, ordered=ordered_consumer,
+                               ephemeral=not (durable or queue), cb=cb, manual_ack=manual_ack)
+        sub.start()
+        return sub
+
+
+class PullSubscription:
+    def __init__(self, js: ConsumersAPI, stream: str, name: str, *, ephemeral: bool) -> None:
+        self.js = js
+        self.stream = stream
+        self.name = name
+        self.ephemeral = ephemeral
+        self.router = js._consumer_router(stream, name)
+        self.acks = AckSender(self.router, js.timeout)
+        self._closed = False
+
+    def fetch(self, batch: int = 1, timeout: float | None = 5.0, max_bytes: int = 0,
+              heartbeat: float = 0.0) -> list[Msg]:
+        """Up to ``batch`` messages: what is there now, else wait up to ``timeout`` for at
+        least one. Raises :class:`NoMessagesError` (a TimeoutError) when none came."""
+        if self._closed:
+            raise BadRequestError("the subscription is closed")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise BadRequestError(f"batch must be a positive int, not {batch!r}")
+        timeout = 5.0 if timeout is None else timeout
+        if timeout <= 0:
+            raise BadRequestError(f"timeout must be positive, not {timeout!r}")
+        self.acks.flush()  # acks first: they may free room under max_ack_pending
+        msgs = self._pull(batch, 0.0, max_bytes, True, 0.0, timeout)
+        if msgs:
+            return msgs
+        msgs = self._pull(1, timeout, max_bytes, False, heartbeat, timeout)
+        if not msgs:
+            raise NoMessagesError(f"no messages from {self.stream} > {self.name} within "
+                                  f"{timeout:.1f}s")
+        if batch > 1:
+            msgs += self._pull(batch - 1, 0.0, max_bytes, True, 0.0, timeout)
+        return msgs
+
+    def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
+              heartbeat: float, timeout: float) -> list[Msg]:
+        out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
+                               timeout=timeout + 10.0)
+        status = out["status"]
+        if status and status[0] == 409 and not out["messages"]:
+            raise APIError(f"{status[0]} {status[1]}", spec="CONSUMER_INVALID_POLICY")
+        return [Msg(raw, self.acks) for raw in out["messages"]]
+
+    def consumer_info(self) -> ConsumerInfo:
+        return self.js.consumer_info(self.stream, self.name)
+
+    def unsubscribe(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.acks.stop()
+        if self.ephemeral:
+            try:
+                self.js.delete_consumer(self.stream, self.name)
+            except APIError:
+                pass
+
+
+class PushSubscription:
+    """Messages pushed to this client by a background thread (a long poll of the consumer)."""
+
+    def __init__(self, js: ConsumersAPI, stream: str, name: str, config: ConsumerConfig, *,
+                 ordered: bool, ephemeral: bool, cb: Callable[[Msg], None] | None,
+                 manual_ack: bool) -> None:
+        self.js = js
+        self.stream = stream
+        self.name = name
+        self.config = config
+        self.ordered = ordered
+        self.ephemeral = ephemeral or ordered
+        self.cb = cb
+        self.manual_ack = manual_ack
+        self._queue: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._ack_none = config.ack_policy is AckPolicy.NONE
+        self._bind_router()
+        self._next_cseq = 1
+        self._last_sseq = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rayjet-push", daemon=True)
+
+    def _bind_router(self) -> None:
+        self.router = self.js._consumer_router(self.stream, self.name)
+        self.acks = None if self._ack_none else AckSender(self.router, self.js.timeout)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            # an ordered consumer is cheap to re-create: give up on a lost one quickly
+            wait = PUSH_POLL + (1.0 if self.ordered else self.js.timeout)
+            try:
+                out = self.router.call("fetch", PUSH_BATCH, PUSH_POLL, 0, False, 0.0,
+                                       timeout=wait)
+                if not out["messages"] and out["status"] and out["status"][0] == 409:
+                    raise ConsumerNotFoundError(f"consumer {self.name!r}: {out['status'][1]}")
+            except ConsumerNotFoundError:
+                if not self.ordered:
+                    self.error = ConsumerNotFoundError(f"consumer {self.name!r} was deleted")
+                    self._queue.put(None)
+                    return
+                self._recreate()
+                continue
+            except APIError as err:
+                if self._stop.is_set():
+                    return
+                if self.ordered:
+                    self._recreate()
+                    continue
+                self.error = err
+                continue
+            for raw in out["messages"]:
+                msg = Msg(raw, self.acks, ack_none=self._ack_none)
+                if self.ordered:
+                    if msg.metadata.sequence.consumer != self._next_cseq:
+                        self._recreate()  # a gap: start again after the last one shown
+                        break
+                    self._next_cseq += 1
+                    self._last_sseq = msg.metadata.sequence.stream
+                self._hand_out(msg)
+
+    def _hand_out(self, msg: Msg) -> None:
+        if self.cb is None:
+            self._queue.put(msg)
+            return
+        try:
+            self.cb(msg)
+            if not self.manual_ack and not self._ack_none:
+                msg.ack()
+        except Exception as err:  # noqa: BLE001 - a failing callback must not stop delivery
+            self.error = err
+
+    def _recreate(self) -> None:
+        """Ordered consumers: a new ephemeral consumer starting after the last message."""
+        old = self.name
+        cfg = dataclasses.replace(self.config, name=None, durable_name=None,
+                                  deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                  opt_start_seq=self._last_sseq + 1, opt_start_time=None)
+        if self._last_sseq == 0:
+            cfg = dataclasses.replace(self.config, name=None, durable_name=None)
+        try:
+            self.js.delete_consumer(self.stream, old)
+        except APIError:
+            pass
+        while not self._stop.is_set():
+            try:
+                self.name = self.js.add_consumer(self.stream, cfg).name
+                self._bind_router()
+                self._next_cseq = 1
+                return
+            except APIError as err:
+                self.error = err
+                self._stop.wait(0.5)
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        try:
+            msg = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no message within {timeout}s") from None
+        if msg is None:
+            self._queue.put(None)
+            raise self.error or TimeoutError("the subscription ended")
+        return msg
+
+    def messages(self, timeout: float | None = 1.0) -> Iterator[Msg]:
+        """Yield messages until none arrives within ``timeout`` seconds."""
+        while True:
+            try:
+                yield self.next_msg(timeout)
+            except TimeoutError:
+                return
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def consumer_info(self) -> ConsumerInfo:
+        return self.js.consumer_info(self.stream, self.name)
+
+    def unsubscribe(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=PUSH_POLL + self.js.timeout + 5)
+        if self.acks is not None:
+            self.acks.stop()
+        self._queue.put(None)
+        if self.ephemeral:
+            try:
+                self.js.delete_consumer(self.stream, self.name)
+            except APIError:
+                pass

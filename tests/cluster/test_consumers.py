@@ -1,0 +1,189 @@
+"""Consumers on real actors: the seed walkthrough, ack kinds, work queues, push and ordered
+subscriptions, and consumer actors killed mid-stream."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ray
+
+from rayjet import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType
+from rayjet.actors.names import NAMESPACE, consumer_actor_name
+from rayjet.errors import ConsumerNotFoundError, NoMessagesError
+
+
+def row(info):
+    return (f"{info.delivered.consumer_seq}/{info.delivered.stream_seq}",
+            f"{info.ack_floor.consumer_seq}/{info.ack_floor.stream_seq}",
+            info.num_ack_pending, info.num_redelivered, info.num_pending)
+
+
+@pytest.fixture
+def orders(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.FILE)
+    yield stream_name
+    js.delete_stream(stream_name)
+
+
+def test_seed_walkthrough_dispatch(js, orders):
+    s = orders
+    js.add_consumer(s, durable_name="DISPATCH", ack_policy=AckPolicy.EXPLICIT, ack_wait=1.0,
+                    filter_subject=f"{s}.processed")
+    sub = js.pull_subscribe(f"{s}.processed", durable="DISPATCH", stream=s)
+    assert row(js.consumer_info(s, "DISPATCH")) == ("0/0", "0/0", 0, 0, 0)
+
+    js.publish(f"{s}.processed", b"order 4")
+    [m] = sub.fetch(1, timeout=5)
+    assert m.data == b"order 4" and m.metadata.num_delivered == 1
+    m.ack_sync()
+    assert row(js.consumer_info(s, "DISPATCH")) == ("1/1", "1/1", 0, 0, 0)
+
+    js.publish(f"{s}.processed", b"order 5")
+    [m] = sub.fetch(1, timeout=5)
+    assert (m.data, m.metadata.sequence.stream, m.metadata.sequence.consumer) == (
+        b"order 5", 2, 2)
+    assert row(js.consumer_info(s, "DISPATCH")) == ("2/2", "1/1", 1, 0, 0)
+
+    # not acked: after ack_wait it comes again
+    [m] = sub.fetch(1, timeout=10)
+    assert (m.metadata.sequence.consumer, m.metadata.num_delivered) == (3, 2)
+    assert m.reply.startswith(f"$JS.ACK.{s}.DISPATCH.2.2.3.")
+    assert row(js.consumer_info(s, "DISPATCH")) == ("3/2", "1/1", 1, 1, 0)
+
+    [m] = sub.fetch(1, timeout=10)
+    assert (m.metadata.sequence.consumer, m.metadata.num_delivered) == (4, 3)
+    m.ack_sync()
+    assert row(js.consumer_info(s, "DISPATCH")) == ("4/2", "4/2", 0, 0, 0)
+    with pytest.raises(NoMessagesError):
+        sub.fetch(1, timeout=0.5)
+    sub.unsubscribe()
+
+
+def test_fetch_batches_acks_and_nak_term(js, orders):
+    s = orders
+    js.publish_batch([(f"{s}.a", b"%d" % i) for i in range(20)])
+    sub = js.pull_subscribe(f"{s}.a", durable="WORK", stream=s, ack_wait=30.0)
+    msgs = sub.fetch(10, timeout=5)
+    assert [m.data for m in msgs] == [b"%d" % i for i in range(10)]
+    for m in msgs[:8]:
+        m.ack()
+    msgs[8].nak()
+    msgs[9].term("bad payload")
+    with pytest.raises(Exception):
+        msgs[0].ack()  # answered once
+    rest = sub.fetch(20, timeout=5)
+    assert [m.data for m in rest][0] == b"8"  # the nak'ed one comes back first
+    assert b"9" not in [m.data for m in rest]  # the terminated one never does
+    for m in rest:
+        m.ack_sync()
+    info = sub.consumer_info()
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    sub.unsubscribe()
+    assert "WORK" in js.consumer_names(s)  # durable: stays
+
+
+def test_work_queue_workers_share_messages_and_stream_ends_empty(js, stream_name):
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.*"], retention=RetentionPolicy.WORK_QUEUE,
+                  storage=StorageType.MEMORY)
+    try:
+        js.add_consumer(s, durable_name="Q", ack_policy=AckPolicy.EXPLICIT)
+        with pytest.raises(Exception) as err:
+            js.add_consumer(s, durable_name="Q2", ack_policy=AckPolicy.EXPLICIT)
+        assert err.value.err_code == 10099
+        js.publish_batch([(f"{s}.job", b"%d" % i) for i in range(200)])
+        got: list[bytes] = []
+        lock = threading.Lock()
+
+        def worker():
+            sub = js.pull_subscribe(durable="Q", stream=s)
+            while True:
+                try:
+                    batch = sub.fetch(7, timeout=1.5)
+                except NoMessagesError:
+                    break
+                for m in batch:
+                    with lock:
+                        got.append(m.data)
+                    m.ack_sync()
+            sub.unsubscribe()
+
+        threads = [threading.Thread(target=worker) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert sorted(got) == sorted(b"%d" % i for i in range(200))  # each exactly once
+        deadline = time.monotonic() + 20
+        while js.stream_info(s).state.messages and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert js.stream_info(s).state.messages == 0
+    finally:
+        js.delete_stream(s)
+
+
+def test_push_subscription_and_deliver_group(js, orders):
+    s = orders
+    js.publish_batch([(f"{s}.p", b"%d" % i) for i in range(30)])
+    a = js.subscribe(f"{s}.p", stream=s, queue="grp")
+    b = js.subscribe(f"{s}.p", stream=s, queue="grp")
+    seen = []
+    for sub in (a, b):
+        for m in sub.messages(timeout=2.0):
+            seen.append(m.data)
+            m.ack()
+    assert sorted(seen) == sorted(b"%d" % i for i in range(30))
+    a.unsubscribe()
+    b.unsubscribe()
+
+
+def test_ordered_consumer_sees_every_message_once_in_order(js, orders):
+    s = orders
+    js.publish_batch([(f"{s}.o", b"%d" % i) for i in range(50)])
+    sub = js.subscribe(f"{s}.o", stream=s, ordered_consumer=True,
+                       deliver_policy=DeliverPolicy.ALL)
+    got = [m.data for m in sub.messages(timeout=2.0)]
+    # delete its consumer under it: it re-creates one and goes on after the last message
+    js.delete_consumer(s, sub.name)
+    js.publish_batch([(f"{s}.o", b"%d" % i) for i in range(50, 60)])
+    got += [m.data for m in sub.messages(timeout=15.0)]
+    assert got == [b"%d" % i for i in range(60)]
+    sub.unsubscribe()
+
+
+def test_consumer_actor_killed_mid_stream_loses_no_ack(js, orders):
+    s = orders
+    js.publish_batch([(f"{s}.k", b"%d" % i) for i in range(40)])
+    sub = js.pull_subscribe(f"{s}.k", durable="KILLME", stream=s, ack_wait=2.0)
+    acked = set()
+    for m in sub.fetch(20, timeout=5):
+        m.ack_sync()
+        acked.add(m.data)
+    ca = js._meta_call("consumer_assignment", s, "KILLME")
+    for rid, _node in ca["peers"]:
+        ray.kill(ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE),
+                 no_restart=False)
+    rest = []
+    deadline = time.monotonic() + 60
+    while len(rest) < 20 and time.monotonic() < deadline:
+        try:
+            batch = sub.fetch(20, timeout=2)
+        except (NoMessagesError, Exception):
+            continue
+        for m in batch:
+            rest.append(m.data)
+            m.ack_sync()
+    assert not acked & set(rest), "a message acked with ack_sync came back"
+    assert acked | set(rest) == {b"%d" % i for i in range(40)}, "an unacked message was lost"
+    sub.unsubscribe()
+
+
+def test_consumer_errors(js, orders):
+    with pytest.raises(ConsumerNotFoundError) as err:
+        js.consumer_info(orders, "NOPE")
+    assert err.value.err_code == 10014
+    with pytest.raises(Exception) as err:
+        js.add_consumer(orders, ConsumerConfig(durable_name="bad.name"))
+    assert err.value.err_code in (10103, 10052)
