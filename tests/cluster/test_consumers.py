@@ -11,7 +11,7 @@ import ray
 
 from rayjet import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType
 from rayjet.actors.names import NAMESPACE, consumer_actor_name
-from rayjet.errors import ConsumerNotFoundError, NoMessagesError
+from rayjet.errors import BadRequestError, ConsumerNotFoundError, NoMessagesError
 
 
 def row(info):
@@ -71,7 +71,7 @@ def test_fetch_batches_acks_and_nak_term(js, orders):
         m.ack()
     msgs[8].nak()
     msgs[9].term("bad payload")
-    with pytest.raises(Exception):
+    with pytest.raises(BadRequestError):
         msgs[0].ack()  # answered once
     rest = sub.fetch(20, timeout=5)
     assert [m.data for m in rest][0] == b"8"  # the nak'ed one comes back first
