@@ -61,10 +61,13 @@ class GroupRouter:
         return rids
 
     def call(self, method: str, *args: Any, timeout: float = 10.0,
-             retry_unknown: bool = True, any_replica: bool = False, **kwargs: Any) -> Any:
+             retry_unknown: bool = True, any_replica: bool = False,
+             attempt_timeout: float | None = None, **kwargs: Any) -> Any:
         """Call ``method`` on the leader (or, with ``any_replica``, on the first replica that
         answers). ``retry_unknown=False`` gives up, instead of retrying, when a write may or
-        may not have happened (the leader died or stepped down after taking it)."""
+        may not have happened (the leader died or stepped down after taking it).
+        ``attempt_timeout`` (only for calls safe to repeat) bounds the wait on one replica
+        before the others are tried."""
         deadline = time.monotonic() + timeout
         last: BaseException | None = None
         while True:
@@ -72,13 +75,17 @@ class GroupRouter:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                wait = remaining if attempt_timeout is None else min(remaining, attempt_timeout)
                 try:
                     h = self.handle(rid)
-                    result = call(lambda h=h: getattr(h, method).remote(*args, **kwargs),
-                                  remaining)
+                    result = call(lambda h=h: getattr(h, method).remote(*args, **kwargs), wait)
                     if not any_replica:
                         self.leader = rid
                     return result
+                except TimeoutError as err:
+                    if attempt_timeout is None:
+                        raise
+                    last = err  # slow or dead: try the others, then this one again
                 except NotLeaderError as err:
                     last = err
                     if err.fields.get("outcome_unknown") and not retry_unknown:

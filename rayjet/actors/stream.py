@@ -140,7 +140,7 @@ class StreamReplica:
 
     async def _propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
         try:
-            return await self.host.propose(encode_entry(ops), timeout)
+            return await self.host.propose(self.machine.encode(ops), timeout)
         except NotLeaderError:
             raise
         except APIError:
@@ -172,7 +172,9 @@ class StreamReplica:
     # -- writes (leader) --------------------------------------------------------------------
     async def publish(self, msgs: list[tuple], timeout: float = DEFAULT_TIMEOUT
                       ) -> list[Any]:
-        """Store ``(subject, data, headers)`` messages; one PubAck or APIError for each."""
+        """Store ``(subject, data, headers)`` messages. One answer each: the stored
+        sequence (an int; the client makes the PubAck), a PubAck (duplicates, counters,
+        batches) or the APIError that refused it."""
         self._require_writable()
         engine = self.engine
         answers: list[Any] = [None] * len(msgs)
@@ -192,7 +194,12 @@ class StreamReplica:
         if ops:
             results = await self._propose_ops(ops, timeout)
             for i, r in zip(slots, results, strict=True):
-                answers[i] = r.ack if r.ok else r.error
+                if not r.ok:
+                    answers[i] = r.error
+                elif r.val is None and r.batch is None:
+                    answers[i] = r.seq
+                else:
+                    answers[i] = r.ack
         return answers
 
     async def publish_atomic(self, msgs: list[tuple], batch_id: str,

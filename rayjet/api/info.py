@@ -142,6 +142,15 @@ class PubAck(Wire):
             out.pop("duplicate", None)
         return out
 
+    @classmethod
+    def stored(cls, stream: str, seq: int) -> PubAck:
+        """The plain ack of a stored message, built without field normalisation (acks of
+        large batches are made by the thousand; both fields are already well typed)."""
+        ack = object.__new__(cls)
+        ack.__dict__.update(stream=stream, seq=seq, duplicate=False, domain=None, val=None,
+                            batch=None, count=None)
+        return ack
+
 
 @dataclass(frozen=True)
 class RawStreamMsg(Wire):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import concurrent.futures
-import queue
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from rayjet.api import PubAck
@@ -16,6 +15,9 @@ from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
 from rayjet.subjects import validate_subject
 
 MAX_CALL_MSGS = 10_000  # messages per actor call
+# a safe-to-retry call stops waiting on one replica after this long and tries the others
+# (a killed leader otherwise holds the call until Ray notices, 1-2 s)
+ATTEMPT_TIMEOUT = 0.5
 _SUBJECT_CACHE = 10_000
 
 
@@ -59,11 +61,14 @@ class PublishAPI:
         # a retry after an unknown outcome is safe only when every message has a msg id
         safe = all(h and H.MSG_ID in h for _, _, h in msgs)
         try:
-            return self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
-                                     retry_unknown=safe)
+            answers = self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
+                                        retry_unknown=safe,
+                                        attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
         except NotFoundError:
             self._subject_streams.clear()  # the stream went away; subjects may have moved
             raise
+        stored = PubAck.stored
+        return [stored(stream, a) if type(a) is int else a for a in answers]
 
     def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
                 stream: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
@@ -158,16 +163,16 @@ class AsyncPublisher:
 
     The longer a call takes, the more messages the next one carries, so throughput grows
     with load. Order is kept per stream. ``window`` bounds messages not yet answered.
+    Submitting is a deque append under one lock; the dispatcher is woken only when idle.
     """
 
     def __init__(self, js: PublishAPI, window: int) -> None:
         self.js = js
         self.window = window
-        self._queue: queue.Queue = queue.Queue()
-        self._slots = threading.Semaphore(window)
-        self._pending = 0
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._items: deque = deque()
+        self._pending = 0  # submitted, not yet answered
+        self._cv = threading.Condition()
+        self._waiting = False  # the dispatcher sleeps for work
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rayjet-publish", daemon=True)
         self._thread.start()
@@ -178,73 +183,75 @@ class AsyncPublisher:
 
     def submit(self, subject: str, data: bytes, hdrs: dict | None, wait_stall: float | None
                ) -> concurrent.futures.Future:
-        if self._stopped:
-            raise BadRequestError("the connection is closed")
-        if not self._slots.acquire(timeout=wait_stall if wait_stall is not None else None):
-            raise TimeoutError(f"publish_async stalled: {self.window} messages are waiting "
-                               "for acks; wait for them or raise max_pending_async")
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
+        with self._cv:
+            if self._stopped:
+                raise BadRequestError("the connection is closed")
+            if self._pending >= self.window:
+                deadline = None if wait_stall is None else time.monotonic() + wait_stall
+                while self._pending >= self.window:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(
+                            f"publish_async stalled: {self.window} messages are waiting for "
+                            "acks; wait for them or raise max_pending_async")
+                    self._cv.wait(remaining)
             self._pending += 1
-        self._queue.put((subject, data, hdrs, fut))
+            self._items.append((subject, data, hdrs, fut))
+            if self._waiting:
+                self._cv.notify_all()
         return fut
-
-    def _finish(self, fut: concurrent.futures.Future, answer: Any) -> None:
-        if isinstance(answer, BaseException):
-            fut.set_exception(answer)
-        else:
-            fut.set_result(answer)
-        self._slots.release()
-        with self._lock:
-            self._pending -= 1
-            if self._pending == 0:
-                self._idle.notify_all()
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            while len(batch) < MAX_CALL_MSGS:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                batch.append(nxt)
+            with self._cv:
+                while not self._items and not self._stopped:
+                    self._waiting = True
+                    self._cv.wait()
+                self._waiting = False
+                if not self._items and self._stopped:
+                    return
+                n = min(len(self._items), MAX_CALL_MSGS)
+                batch = [self._items.popleft() for _ in range(n)]
             self._dispatch(batch)
 
     def _dispatch(self, batch: list[tuple]) -> None:
         by_stream: dict[str, list[tuple]] = {}
+        answers: list[tuple[concurrent.futures.Future, Any]] = []
         for subject, data, hdrs, fut in batch:
             try:
                 stream = self.js._stream_for(subject)
             except Exception as err:  # noqa: BLE001 - every failure answers its future
-                self._finish(fut, err)
+                answers.append((fut, err))
                 continue
             by_stream.setdefault(stream, []).append((subject, data, hdrs, fut))
         for stream, items in by_stream.items():
             msgs = [(s, d, h) for s, d, h, _ in items]
             try:
-                answers = self.js._send(stream, msgs, self.js.timeout)
+                got = self.js._send(stream, msgs, self.js.timeout)
             except Exception as err:  # noqa: BLE001
-                answers = [err] * len(items)
-            for (_, _, _, fut), answer in zip(items, answers, strict=True):
-                self._finish(fut, answer)
+                got = [err] * len(items)
+            answers.extend((item[3], a) for item, a in zip(items, got, strict=True))
+        for fut, answer in answers:
+            if isinstance(answer, BaseException):
+                fut.set_exception(answer)
+            else:
+                fut.set_result(answer)
+        with self._cv:
+            self._pending -= len(answers)
+            self._cv.notify_all()
 
     def drain(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
+        with self._cv:
             while self._pending:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(f"{self._pending} async publishes still pending")
-                self._idle.wait(remaining)
+                self._cv.wait(remaining)
 
     def stop(self) -> None:
-        self._stopped = True
-        self._queue.put(None)
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
         self._thread.join(timeout=30)

@@ -38,9 +38,21 @@ class StreamMachine:
         self.clock = clock
         self.engine = StreamEngine(config, store, clock, rebuild=False)
         self.on_applied: list[Callable[[list[ApplyResult]], None]] = []
+        # the leader applies the ops it proposed without decoding its own entry again
+        self._proposed: dict[int, tuple[bytes, list[Op]]] = {}
+
+    def encode(self, ops: list[Op]) -> bytes:
+        """Encode ``ops`` for proposing from this replica, remembering them for apply."""
+        data = encode_entry(ops)
+        if len(self._proposed) > 4096:  # proposals that never committed (lost leadership)
+            self._proposed.clear()
+        self._proposed[id(data)] = (data, ops)
+        return data
 
     def apply(self, index: int, data: bytes) -> list[ApplyResult]:
-        results = self.engine.apply_batch(decode_entry(data))
+        mine = self._proposed.pop(id(data), None)
+        ops = mine[1] if mine is not None and mine[0] is data else decode_entry(data)
+        results = self.engine.apply_batch(ops)
         for hook in self.on_applied:
             hook(results)
         return results
