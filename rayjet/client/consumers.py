@@ -149,10 +149,14 @@ class ConsumersAPI:
                 existing = self._meta_call("consumer_assignment", stream, name)
             except ConsumerNotFoundError:
                 existing = None
+        created = None
         if existing is None:
-            name = self.add_consumer(stream, cfg).name
+            created = self.add_consumer(stream, cfg)
+            name = created.name
         sub = PushSubscription(self, stream, name, cfg, ordered=ordered_consumer,
                                ephemeral=not (durable or queue), cb=cb, manual_ack=manual_ack)
+        # the consumer's state before any delivery (e.g. how many messages it owes now)
+        sub.created_info = created
         sub.start()
         return sub
 
@@ -235,6 +239,7 @@ class PushSubscription:
         self._next_cseq = 1
         self._last_sseq = 0
         self.error: BaseException | None = None
+        self.created_info: ConsumerInfo | None = None
         self._thread = threading.Thread(target=self._run, name="rayjet-push", daemon=True)
 
     def _bind_router(self) -> None:

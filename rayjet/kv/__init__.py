@@ -15,12 +15,14 @@ from rayjet.kv.bucket import (
     validate_key,
 )
 from rayjet.kv.store import BucketStatus, Entry, KeyValue
+from rayjet.kv.watch import KeyWatcher
 
 __all__ = [
     "STREAM_PREFIX",
     "BucketStatus",
     "Entry",
     "KeyValue",
+    "KeyWatcher",
     "bucket_of_stream",
     "bucket_stream_config",
     "is_valid_key",

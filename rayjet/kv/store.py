@@ -29,6 +29,7 @@ from rayjet.errors import (
     NotFoundError,
 )
 from rayjet.kv.bucket import validate_key, validate_key_filter
+from rayjet.kv.watch import KeyWatcher, msg_time, start_watch
 from rayjet.subjects import subject_matches
 
 WRONG_LAST_SEQUENCE_CODES = (10071, 10164)
@@ -327,3 +328,30 @@ class KeyValue:
                 removed += self._js.purge_stream(self._stream, subject=self._pre + key,
                                                  seq=seq if keep else seq + 1)
         return removed
+
+    # -- watch ------------------------------------------------------------------------------
+    def watch(self, keys: str | Iterable[str] = ">", *, include_history: bool = False,
+              ignore_deletes: bool = False, meta_only: bool = False,
+              updates_only: bool = False) -> KeyWatcher:
+        """Follow ``keys`` (patterns with ``*`` and ``>``): the current values (or the whole
+        history), then one None, then every change. Iterate it, or call ``updates()``."""
+        patterns = [keys] if isinstance(keys, str) else list(keys)
+        if not patterns:
+            raise BadRequestError("watch needs at least one key pattern")
+        subjects = [self._pre + validate_key_filter(k) for k in patterns]
+        with self._bucket_errors():
+            sub, initial = start_watch(self._js, self._stream, subjects,
+                                       include_history=include_history,
+                                       updates_only=updates_only, meta_only=meta_only)
+        return KeyWatcher(self, sub, initial, ignore_deletes=ignore_deletes,
+                          entry_of=self._watch_entry)
+
+    def watchall(self, **kwargs: Any) -> KeyWatcher:
+        return self.watch(">", **kwargs)
+
+    def _watch_entry(self, msg: Any) -> Entry:
+        key = msg.subject[len(self._pre):]
+        hdrs = msg.headers
+        return Entry(bucket=self._bucket, key=key, value=msg.data,
+                     revision=msg.metadata.sequence.stream, delta=msg.metadata.num_pending,
+                     created=msg_time(msg), operation=_operation(hdrs))

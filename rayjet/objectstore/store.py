@@ -46,6 +46,7 @@ from rayjet.errors import (
     ObjectDeletedError,
     ObjectNotFoundError,
     StreamSealedError,
+    TimeoutError,
 )
 
 DIGEST_PREFIX = "SHA-256="
@@ -454,3 +455,68 @@ class ObjectStore:
             si = self._js.stream_info(self._stream)
         if not si.config.sealed:
             self._js.update_stream(dataclasses.replace(si.config, sealed=True))
+
+    # -- watch ------------------------------------------------------------------------------
+    def watch(self, *, ignore_deletes: bool = False, include_history: bool = False,
+              updates_only: bool = False) -> ObjectWatcher:
+        """Follow the bucket's objects: current infos (or all versions), one None, then every
+        change (put, delete, meta update, link)."""
+        sub, initial = _start_meta_watch(self._js, self._stream, f"$O.{self._bucket}.M.>",
+                                         include_history=include_history,
+                                         updates_only=updates_only)
+        return ObjectWatcher(sub, initial, ignore_deletes=ignore_deletes,
+                             info_of=self._watch_info)
+
+    def _watch_info(self, msg: Any) -> ObjectInfo:
+        ts = msg.metadata.timestamp
+        return self._decode_info(msg.data, ts)
+
+
+class ObjectWatcher:
+    def __init__(self, sub: Any, initial: int, *, ignore_deletes: bool, info_of) -> None:
+        self._sub = sub
+        self._left = initial
+        self._marked = False
+        self._ignore_deletes = ignore_deletes
+        self._info_of = info_of
+
+    def updates(self, timeout: float | None = 5.0) -> ObjectInfo | None:
+        """The next object info (None once, after the initial ones); raises TimeoutError
+        when nothing arrives within ``timeout`` seconds."""
+        while True:
+            if self._left <= 0 and not self._marked:
+                self._marked = True
+                return None
+            msg = self._sub.next_msg(timeout)
+            if self._left > 0:
+                self._left = msg.metadata.num_pending
+            info = self._info_of(msg)
+            if self._ignore_deletes and info.deleted:
+                continue
+            return info
+
+    def __iter__(self) -> Iterator[ObjectInfo | None]:
+        while True:
+            try:
+                yield self.updates(None)
+            except TimeoutError:
+                return
+
+    def stop(self) -> None:
+        self._sub.unsubscribe()
+
+
+def _start_meta_watch(js: Any, stream: str, subject: str, *, include_history: bool,
+                      updates_only: bool) -> tuple[Any, int]:
+    from rayjet.api import ConsumerConfig, DeliverPolicy
+
+    if updates_only:
+        policy = DeliverPolicy.NEW
+    elif include_history:
+        policy = DeliverPolicy.ALL
+    else:
+        policy = DeliverPolicy.LAST_PER_SUBJECT
+    sub = js.subscribe(stream=stream, ordered_consumer=True, deliver_policy=policy,
+                       config=ConsumerConfig(filter_subject=subject))
+    info = sub.created_info or sub.consumer_info()
+    return sub, 0 if updates_only else info.num_pending
