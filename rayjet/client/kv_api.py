@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from rayjet.api import KeyValueConfig, ObjectStoreConfig, PubAck
+from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
+from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, _message
 from rayjet.errors import APIError, BadRequestError, BucketNotFoundError, StreamNotFoundError
 from rayjet.kv import KeyValue, bucket_of_stream
@@ -65,6 +66,13 @@ class KeyValueAPI:
             yield from zip(cols["seq"], cols["subject"], cols["hdr"], cols["data"], cols["ts"],
                            strict=True)
             seq = cols["next"]
+
+    def _object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
+                    ray_remote_args: dict[str, Any] | None = None) -> Any:
+        """A Ray object ref to the bytes of the object version ``info`` (for
+        ``ObjectStore.get_ref``): a Ray task reads and checks them; returned at once."""
+        self._check_open()
+        return object_ref(self, bucket, stream, info, ray_remote_args=ray_remote_args)
 
     # -- key-value --------------------------------------------------------------------------
     def create_key_value(self, config: KeyValueConfig | dict | None = None,

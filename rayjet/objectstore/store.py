@@ -9,8 +9,8 @@ version readable (and purges the new chunks when the client is still there to do
 
 Chunks are published and read in bounded groups, so an object of any size moves through a
 few MiB of memory. ``js`` is the client connection (duck-typed: ``_publish_stream``,
-``_scan_stream``, ``get_msg``, ``purge_stream``, ``stream_info``, ``update_stream`` and
-``object_store``); nothing here talks to Ray directly.
+``_scan_stream``, ``_object_ref``, ``get_msg``, ``purge_stream``, ``stream_info``,
+``update_stream`` and ``object_store``); nothing here talks to Ray directly.
 """
 
 from __future__ import annotations
@@ -276,6 +276,13 @@ class ObjectStore:
         if not info.nuid:
             raise BadObjectMetaError(err=f"object {name!r} has no nuid")
         sink = getattr(writeinto, "buffer", writeinto)
+        data = self._read_chunks(info, sink)
+        return ObjectResult(info=info, data=data)
+
+    def _read_chunks(self, info: ObjectInfo, sink: Any = None) -> bytes | None:
+        """The bytes of the version ``info`` describes (or None once written into
+        ``sink``), its chunk count, size and SHA-256 checked: DigestMismatchError when
+        they differ."""
         parts: list[bytes] = []
         sha = hashlib.sha256()
         size = chunks = 0
@@ -295,10 +302,56 @@ class ObjectStore:
         elif info.digest and digest_of(sha) != info.digest:
             problem = f"SHA-256 {digest_of(sha)} differs from {info.digest}"
         if problem:
-            raise DigestMismatchError(name=name, err=problem)
+            raise DigestMismatchError(name=info.name, err=problem)
         if sink is not None:
-            return ObjectResult(info=info, data=None)
-        return ObjectResult(info=info, data=b"".join(parts))
+            return None
+        data = b"".join(parts)
+        del parts
+        return data
+
+    def get_ref(self, name: str, show_deleted: bool = False,
+                ray_remote_args: dict[str, Any] | None = None) -> Any:
+        """A Ray object ref to the object's bytes, returned at once: a Ray task on the
+        cluster (placed, softly, beside the bucket's stream leader) reads the chunks from
+        the stream replicas and checks the size and SHA-256, so a Spark or Ray job reads a
+        large object without another copy through this client. Pass the ref to tasks or
+        ``ray.get`` it. A missing or deleted object raises ObjectNotFoundError (or
+        ObjectDeletedError) here; errors found while reading (DigestMismatchError, the
+        object deleted or replaced meanwhile) are raised by ``ray.get``. A link is
+        followed to its object. ``ray_remote_args`` overrides the task's options
+        (default ``num_cpus=0``)."""
+        info = self.info(name, show_deleted=show_deleted)
+        if info.is_link():
+            link = info.options.link  # type: ignore[union-attr]
+            if not link.name:
+                raise LinkIsABucketError(name=name)
+            return self._js.object_store(link.bucket).get_ref(
+                link.name, ray_remote_args=ray_remote_args)
+        if not info.nuid:
+            raise BadObjectMetaError(err=f"object {name!r} has no nuid")
+        return self._js._object_ref(self._bucket, self._stream, info,
+                                    ray_remote_args=ray_remote_args)
+
+    def _read_version(self, info: ObjectInfo) -> bytes:
+        """The bytes of the version ``info`` describes (what a ref from :meth:`get_ref`
+        holds). When its chunks are gone because the object was deleted or replaced since,
+        ObjectDeletedError or ObjectNotFoundError says so instead of a digest mismatch."""
+        try:
+            data = self._read_chunks(info)
+        except DigestMismatchError:
+            try:
+                current = self.info(info.name, show_deleted=True)
+            except ObjectNotFoundError:
+                raise ObjectNotFoundError(name=info.name) from None
+            if current.deleted and not info.deleted:
+                raise ObjectDeletedError(name=info.name) from None
+            if current.nuid != info.nuid:
+                raise ObjectNotFoundError(
+                    f"object {info.name!r} was replaced while its ref was being read",
+                    name=info.name) from None
+            raise
+        assert data is not None
+        return data
 
     def list(self, ignore_deletes: bool = False) -> list[ObjectInfo]:
         """Every object's info, deleted ones too unless ``ignore_deletes``."""
