@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/demo.py && $(BIN)/python examples/orders_pipeline.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

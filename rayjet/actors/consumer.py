@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +119,7 @@ class _Fetch:
     messages: list[dict[str, Any]] = field(default_factory=list)
     status: tuple[int, str] | None = None
     eager: bool = False  # push: answer as soon as one decision's messages are out
+    scheduled: int = 0  # messages held back until their due time
 
 
 class ConsumerReplica:
@@ -149,6 +152,7 @@ class ConsumerReplica:
         self._started = False
         self._advisories: list[tuple[str, dict]] = []
         self._acked_out: list[int] = []
+        self._held: list[tuple[int, int, Delivery]] = []  # push deliveries not yet due
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -232,16 +236,39 @@ class ConsumerReplica:
         fut.add_done_callback(done)
 
     def _deliver(self, deliveries) -> None:
+        """Hand messages to their fetches; those with a later ``due_ns`` (replay original,
+        rate limit) wait for their time, and keep their fetch open until then."""
+        now = time.time_ns()
+        loop = asyncio.get_running_loop()
         for reply, d in deliveries:
             fetch = self._fetches.get(reply)
             if fetch is None or fetch.future.done():
                 continue
-            fetch.messages.append(delivery_dict(d))
-        for reply, _ in deliveries:
-            fetch = self._fetches.get(reply)
-            if fetch is not None and not fetch.future.done() and (
-                    fetch.eager or len(fetch.messages) >= fetch.batch):
-                fetch.future.set_result(None)
+            if d.due_ns > now and fetch.eager:
+                # push: paced messages wait here and go out with the poll due at their time
+                heapq.heappush(self._held, (d.due_ns, d.stream_seq, d))
+            elif d.due_ns > now:
+                fetch.scheduled += 1
+                loop.call_later((d.due_ns - now) / 1e9, self._deliver_due, reply, d)
+            else:
+                fetch.messages.append(delivery_dict(d))
+        for reply in {r for r, _ in deliveries}:
+            self._maybe_done(reply)
+
+    def _deliver_due(self, reply: str, d: Delivery) -> None:
+        fetch = self._fetches.get(reply)
+        if fetch is None or fetch.future.done():
+            return  # the fetch ended: the message is redelivered after ack_wait
+        fetch.scheduled -= 1
+        fetch.messages.append(delivery_dict(d))
+        self._maybe_done(reply)
+
+    def _maybe_done(self, reply: str) -> None:
+        fetch = self._fetches.get(reply)
+        if fetch is None or fetch.future.done() or fetch.scheduled:
+            return
+        if fetch.eager and (fetch.messages or self._held) or len(fetch.messages) >= fetch.batch:
+            fetch.future.set_result(None)
 
     def _end_requests(self, statuses) -> None:
         for st in statuses:
@@ -301,21 +328,38 @@ class ConsumerReplica:
 
     async def _push(self, fetch: _Fetch, reply: str, max_bytes: int, expires: float) -> None:
         """Push consumers: hand out what is there, else poll for new messages until
-        ``expires`` (the subscriber's long poll stands in for a deliver subject)."""
+        ``expires`` (the subscriber's long poll stands in for a deliver subject). Paced
+        messages (replay original, rate limit) are handed out once due."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + expires
         while True:
+            self._release_held(fetch)
+            if fetch.messages or fetch.future.done() and not self._held:
+                return
+            if self._held:
+                wait = (self._held[0][0] - time.time_ns()) / 1e9
+                await asyncio.sleep(max(0.0, min(wait, deadline - loop.time())))
+                if loop.time() >= deadline:
+                    self._release_held(fetch)
+                    return
+                continue
             if self.engine.is_leader:
                 batch = self.engine.next_batch(batch=fetch.batch, max_bytes=max_bytes,
                                                reply=reply)
                 self._dispatch(batch)
                 if batch.deliveries:
+                    # wait for the decision to commit (its messages arrive, or are held)
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(fetch.future), 10.0)
-                    return
-            if fetch.future.done() or loop.time() >= deadline:
+                    continue
+            if loop.time() >= deadline:
                 return
             await asyncio.sleep(TIMER_EVERY)
+
+    def _release_held(self, fetch: _Fetch) -> None:
+        now = time.time_ns()
+        while self._held and self._held[0][0] <= now:
+            fetch.messages.append(delivery_dict(heapq.heappop(self._held)[2]))
 
     async def ack(self, acks: list[tuple[str, int, Any]], sync: bool = False,
                   timeout: float = 5.0) -> list[bool]:

@@ -21,6 +21,7 @@ import ray
 
 from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.actors.raft_host import RaftHost
+from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
 from rayjet.engine.consumer_reader import StoreReader
@@ -73,6 +74,7 @@ class StreamReplica:
         self._upkeep: asyncio.Task | None = None
         self._started = False
         self._republished: list = []
+        self._pump = SourcePump(self)  # copies the mirror / sources while we lead
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -109,6 +111,8 @@ class StreamReplica:
         if (self._ready_index is not None and not self.engine.is_leader
                 and group.applied >= self._ready_index and group.is_leader):
             self.engine.set_leader(group.term)
+        if out.role is not None or self.engine.is_leader != self._pump.leading:
+            self._pump.update()
 
     def _after_apply(self, results: list[ApplyResult]) -> None:
         if self.group.is_leader:
@@ -121,6 +125,7 @@ class StreamReplica:
         while True:
             await asyncio.sleep(UPKEEP_EVERY)
             try:
+                self._pump.update()  # follows config updates that add or drop origins
                 res = self.engine.expire()
                 ops = list(res.ops)
                 if self.engine.is_leader:
@@ -296,7 +301,7 @@ class StreamReplica:
             state["subjects"] = store.subjects_totals(subjects_filter)
         return {"config": engine.config.to_dict(), "state": state,
                 "created_ns": self.created_ns, "cluster": self._cluster_info(),
-                "leader": self.group.leader, "replica": self.id}
+                "leader": self.group.leader, "replica": self.id, **self._pump.info()}
 
     def _cluster_info(self) -> dict[str, Any]:
         group = self.group
@@ -317,7 +322,8 @@ class StreamReplica:
     async def get_msg(self, seq: int | None = None, last_by_subject: str | None = None,
                       next_by_subject: str | None = None, direct: bool = False
                       ) -> dict[str, Any]:
-        if not direct or not self.engine.config.allow_direct:
+        cfg = self.engine.config
+        if not direct or not (cfg.allow_direct or cfg.mirror_direct):
             self._require_current()
         store = self.machine.store
         if last_by_subject:
@@ -357,7 +363,7 @@ class StreamReplica:
             seq += 1
         nxt = seq if seqs and 0 < seq <= end_seq else 0
         return {"seq": seqs, "subject": subjects, "hdr": hdrs, "data": datas, "ts": tss,
-                "next": nxt}
+                "next": nxt, "last": store.fast_state().last_seq}
 
     # -- consumers --------------------------------------------------------------------------
     async def reader_call(self, method: str, *args: Any) -> Any:
@@ -400,6 +406,7 @@ class StreamReplica:
         await self._stop()
 
     async def _stop(self) -> None:
+        await self._pump.stop()
         if self._upkeep is not None:
             self._upkeep.cancel()
             with contextlib.suppress(asyncio.CancelledError):

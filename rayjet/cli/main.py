@@ -10,7 +10,16 @@ from typing import Annotated
 
 import typer
 
-from rayjet.cli import bench, consumers, pubsub, server, streams
+from rayjet.cli import (
+    bench,
+    bench_store,  # noqa: F401 - registers `bench kv` and `bench object`
+    consumers,
+    kv,
+    objects,
+    pubsub,
+    server,
+    streams,
+)
 from rayjet.cli.common import State
 
 app = typer.Typer(
@@ -45,18 +54,9 @@ app.add_typer(bench.app, name="bench", help="Throughput and latency, optionally 
 pubsub.register(app)
 
 
-def _optional() -> None:
-    """The KV and object store commands, when their packages are installed."""
-    try:
-        from rayjet.cli import kv, objects
-    except ImportError:  # pragma: no cover - both ship with rayjet today
-        return
-    app.add_typer(kv.app, name="kv", help="Key-value buckets.")
-    app.add_typer(objects.app, name="object", help="Object store buckets.")
-    app.add_typer(objects.app, name="obj", hidden=True)
-
-
-_optional()
+app.add_typer(kv.app, name="kv", help="Key-value buckets.")
+app.add_typer(objects.app, name="object", help="Object store buckets.")
+app.add_typer(objects.app, name="obj", hidden=True)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

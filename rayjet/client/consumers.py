@@ -72,6 +72,13 @@ class ConsumersAPI:
         return [self.consumer_info(stream, ca["name"])
                 for ca in self._meta_call("list_consumers", stream)]
 
+    def consumer_advisories(self, stream: str, name: str) -> list[tuple[str, dict]]:
+        """Advisories and metrics the consumer emitted since the last call, as
+        ``(subject, body)``: ack samples (``$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<name>``,
+        per ``sample_freq``), max deliveries, naks and terminated messages
+        (``$JS.EVENT.ADVISORY.CONSUMER.*``), with nats-server's JSON bodies."""
+        return self._consumer_router(stream, name).call("advisories", timeout=self.timeout)
+
     def consumer_names(self, stream: str) -> list[str]:
         return [ca["name"] for ca in self._meta_call("list_consumers", stream)]
 

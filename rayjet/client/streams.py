@@ -8,7 +8,13 @@ from typing import Any
 
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
-from rayjet.errors import BadRequestError, NotFoundError
+from rayjet.errors import (
+    BadRequestError,
+    NotFoundError,
+    ServiceUnavailableError,
+    StreamNotFoundError,
+    TimeoutError,
+)
 
 
 def _config(config: StreamConfig | dict | None, params: dict[str, Any]) -> StreamConfig:
@@ -29,7 +35,8 @@ def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
     return StreamInfo(
         config=StreamConfig.from_dict(raw["config"]), state=state,
         created=datetime.fromtimestamp(created / 1e9, tz=UTC) if created else None,
-        cluster=cluster or None, timestamp=datetime.now(tz=UTC))
+        cluster=cluster or None, timestamp=datetime.now(tz=UTC),
+        mirror=raw.get("mirror"), sources=tuple(raw.get("sources") or ()))
 
 
 class StreamsAPI:
@@ -122,9 +129,34 @@ class StreamsAPI:
                 next_by_subject: str | None = None, direct: bool = False) -> RawStreamMsg:
         if seq is None and not last_by_subject and not next_by_subject:
             raise BadRequestError("get_msg needs seq, last_by_subject or next_by_subject")
-        raw = self._stream_call(name, "get_msg", seq, last_by_subject, next_by_subject, direct,
-                                any_replica=direct)
+        try:
+            raw = self._stream_call(name, "get_msg", seq, last_by_subject, next_by_subject,
+                                    direct, any_replica=direct)
+        except (ServiceUnavailableError, TimeoutError, StreamNotFoundError) as first:
+            if not direct:
+                raise
+            raw = self._mirror_direct_get(name, seq, last_by_subject, next_by_subject,
+                                          failure=first)
         return RawStreamMsg(**raw)
+
+    def _mirror_direct_get(self, origin: str, *args: Any, failure: Exception
+                           ) -> dict[str, Any]:
+        """A direct get the origin could not answer, served by one of its ``mirror_direct``
+        mirrors (their copy may lag the origin; the answer names the mirror as its stream)."""
+        err: Exception | None = None
+        for a in self._meta_call("list_streams", None):
+            cfg = a["config"]
+            if not (cfg.get("mirror_direct") and (cfg.get("mirror") or {}).get("name") == origin):
+                continue
+            try:
+                return self._stream_call(cfg["name"], "get_msg", *args, True, any_replica=True)
+            except NotFoundError:
+                raise
+            except Exception as e:  # noqa: BLE001 - try the next mirror
+                err = e
+        if err is None:
+            raise failure  # no mirror to ask: the origin's own answer stands
+        raise err
 
     def get_last_msg(self, name: str, subject: str, direct: bool = False) -> RawStreamMsg:
         return self.get_msg(name, last_by_subject=subject, direct=direct)

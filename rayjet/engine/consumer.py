@@ -140,7 +140,9 @@ class ConsumerEngine:
         self._ack_wait_ns = to_ns(cfg.ack_wait) if cfg.ack_wait else 30 * _NS
         self._backoff = tuple(to_ns(b) for b in cfg.backoff)
         self._max_deliver = cfg.max_deliver if cfg.max_deliver > 0 else 0
-        self._max_ack_pending = (cfg.max_ack_pending or 0) if self._ack_mode != ACK_NONE else 0
+        # -1 (as 0) means no limit, as in nats-server
+        self._max_ack_pending = (max(cfg.max_ack_pending or 0, 0)
+                                 if self._ack_mode != ACK_NONE else 0)
         self._sample = parse_sample_freq(cfg.sample_freq)
         self._replay = cfg.replay_policy is ReplayPolicy.ORIGINAL
         self._rate_bps = cfg.rate_limit_bps

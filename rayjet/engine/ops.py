@@ -24,6 +24,7 @@ OP_DELETE = 5
 OP_CONFIG = 6
 OP_ACK = 7
 OP_CONSUMER = 8
+OP_SOURCE = 9
 
 # -- MsgOp.flags bits (only add) -----------------------------------------------------------
 F_ROLLUP_SUB = 1
@@ -167,7 +168,40 @@ class ConsumerOp:
         return [self.name, list(self.filters), self.start_seq, self.remove]
 
 
-Op = MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
+@dataclass(frozen=True, slots=True)
+class SourceOp:
+    """Messages copied from one origin of a mirror or sourcing stream, and how far the copy got.
+
+    ``key`` names the origin (nats-server's source index name), ``start`` is the origin
+    position the leader read after and ``upto`` the position reached (the last origin seq
+    examined; filtered-out and duplicate messages advance it too). A replica whose position
+    for ``key`` is not ``start`` rejects the op, so each origin message is stored once.
+    Mirror messages (``mirror``) keep their origin seq and timestamp, and the gaps before them
+    become deleted seqs; source messages carry the new seqs the leader gave them. ``ident``
+    identifies the origin's incarnation (a recreated origin has another).
+    """
+
+    key: str
+    start: int
+    upto: int
+    ident: str = ""
+    msgs: tuple[MsgOp, ...] = ()
+    mirror: bool = False
+    pid: int = 0
+
+    code = OP_SOURCE
+
+    @property
+    def seq(self) -> int:
+        return self.msgs[0].seq if self.msgs else 0
+
+    def fields(self) -> list[Any]:
+        return [self.key, self.start, self.upto, self.ident, [m.fields() for m in self.msgs],
+                self.mirror, self.pid]
+
+
+Op = (MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
+      | SourceOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 _TYPE_BYTE = [bytes((i,)) for i in range(256)]
@@ -193,6 +227,10 @@ def _consumer(f: list[Any]) -> ConsumerOp:
     return ConsumerOp(f[0], tuple(f[1]), *f[2:4])
 
 
+def _source(f: list[Any]) -> SourceOp:
+    return SourceOp(f[0], f[1], f[2], f[3], tuple(_msg(m) for m in f[4]), *f[5:7])
+
+
 _DECODERS = {
     OP_MSG: _msg,
     OP_BATCH: _batch,
@@ -202,6 +240,7 @@ _DECODERS = {
     OP_CONFIG: lambda f: UpdateConfigOp(f[0]),
     OP_ACK: lambda f: AckOp(*f[:2]),
     OP_CONSUMER: _consumer,
+    OP_SOURCE: _source,
 }
 
 
@@ -218,6 +257,6 @@ def decode_op(buf: bytes) -> Op:
 __all__ = [
     "F_COUNTER", "F_MARKER", "F_NO_INTEREST", "F_ROLLUP_ALL", "F_ROLLUP_SUB", "OP_ACK",
     "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_SKIP",
-    "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp", "MsgOp", "Op", "PurgeOp",
-    "SkipOp", "UpdateConfigOp", "decode_op", "encode_op",
+    "OP_SOURCE", "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp", "MsgOp", "Op",
+    "PurgeOp", "SkipOp", "SourceOp", "UpdateConfigOp", "decode_op", "encode_op",
 ]

@@ -39,12 +39,14 @@ from rayjet.engine.ops import (
     Op,
     PurgeOp,
     SkipOp,
+    SourceOp,
     UpdateConfigOp,
 )
 from rayjet.engine.pending import Pending
 from rayjet.engine.recovery import rebuild_from_store
 from rayjet.engine.results import ApplyResult, ExpireResult, Republish
 from rayjet.engine.retention import Interest
+from rayjet.engine.sourcing import SourcePositions, apply_source
 from rayjet.engine.storeconf import updated_store_config
 from rayjet.errors import (
     APIError,
@@ -91,6 +93,7 @@ class StreamEngine:
         self.schedules = S.Schedules()
         self.interest = Interest()
         self.pending = Pending()
+        self.sources = SourcePositions()  # mirror/source origin positions (replicated)
         self._markers: list[tuple[str, bytes]] = []
         self._last_seq = 0
         self._last_ts = 0
@@ -189,6 +192,12 @@ class StreamEngine:
         self._subject_cache[subject] = out
         return out
 
+    def _sourced_subject(self, subject: str) -> str:
+        """The stored subject of a sourced message (ingest transform applied)."""
+        if self._transform is not None:
+            return self._transform.match(subject) or subject
+        return subject
+
     def _refuse_writes(self) -> None:
         if self.config.sealed:
             raise StreamSealedError()
@@ -229,10 +238,11 @@ class StreamEngine:
         return BatchOp(batch_id, tuple(self._commit(c) for c in checked), self._pid)
 
     def _check(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
-               stage: Staged | None):
-        """All refusals of one message; returns the checked tuple or a duplicate PubAck."""
+               stage: Staged | None, sourced: bool = False):
+        """All refusals of one message; returns the checked tuple or a duplicate PubAck.
+        ``sourced``: copied from an origin stream (need not match the stream's subjects)."""
         cfg = self.config
-        subject = self._subject(subject)
+        subject = self._sourced_subject(subject) if sourced else self._subject(subject)
         if self._max_size and len(hdr) + len(data) > self._max_size:
             raise MessageTooBigError()
         pending = self.pending
@@ -255,7 +265,7 @@ class StreamEngine:
                     return PubAck(stream=self.name, seq=seq, duplicate=True)
                 if msg_id in pending.ids:
                     raise DuplicateInProcessError()
-            if h.get(H.STREAM_SOURCE):
+            if h.get(H.STREAM_SOURCE) and not sourced:
                 raise error_for("MESSAGE_SOURCE_HDR_NOT_ALLOWED")
         else:
             incr = None
@@ -493,6 +503,8 @@ class StreamEngine:
             return self._apply_ack(op)
         if t is ConsumerOp:
             return self._apply_consumer(op)
+        if t is SourceOp:
+            return apply_source(self, op)
         raise TypeError(f"not a stream op: {op!r}")
 
     def apply_batch(self, ops: Iterable[Op]) -> list[ApplyResult]:
@@ -801,6 +813,7 @@ class StreamEngine:
             "last_msg_id": self._last_msg_id, "bad_pid": self._bad_pid,
             "dedup": self.dedup.to_list(), "schedules": self.schedules.to_list(),
             "consumers": self.interest.to_list(), "config": self.config.to_dict(),
+            "sources": self.sources.to_list(),
         }, use_bin_type=True)
 
     def restore(self, snap: bytes) -> None:
@@ -817,6 +830,7 @@ class StreamEngine:
         self.dedup = DedupTable.from_list(doc["dedup"])
         self.schedules = S.Schedules.from_list(doc["schedules"])
         self.interest.load(doc["consumers"])
+        self.sources = SourcePositions.from_list(doc.get("sources") or [])
         self._markers.clear()
         if self._leader:
             self._resync()

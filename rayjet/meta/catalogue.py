@@ -131,6 +131,7 @@ class Catalogue:
         if 0 <= self.max_streams <= len(self.streams):
             raise error_for("MAX_STREAMS")
         self._check_overlap(cfg)
+        self._check_cycles(cfg)
         if len(peers) != cfg.num_replicas:
             raise error_for("CLUSTER_NO_PEERS",
                             err=f"need {cfg.num_replicas} replicas, placement gave {len(peers)}")
@@ -142,6 +143,7 @@ class Catalogue:
         old = self.stream(cfg.name)
         new = validate_stream_update(old.config, cfg)
         self._check_overlap(new, ignore=new.name)
+        self._check_cycles(new)
         peers = old.peers if peers is None else as_peers(peers)
         if len(peers) != new.num_replicas:
             raise error_for("CLUSTER_NO_PEERS",
@@ -179,6 +181,38 @@ class Catalogue:
     def prepare_delete_consumer(self, stream: str, name: str) -> MetaOp:
         self.consumer(stream, name)
         return MetaOp(DELETE_CONSUMER, stream, consumer=name)
+
+    def _check_cycles(self, cfg: StreamConfig) -> None:
+        """A stream may not (transitively) mirror or source itself: 10052 naming the loop."""
+
+        def origins(c: StreamConfig) -> list[str]:
+            srcs = ([c.mirror] if c.mirror is not None else []) + list(c.sources or ())
+            return [s.name for s in srcs if s.external is None or not s.external.api]
+
+        configs = {name: sa.config for name, sa in self.streams.items()}
+        configs[cfg.name] = cfg
+        path = [cfg.name]
+        seen: set[str] = set()
+
+        def visit(name: str) -> list[str] | None:
+            for nxt in origins(configs[name]):
+                if nxt == cfg.name:
+                    return [*path, nxt]
+                if nxt in seen or nxt not in configs:
+                    continue
+                seen.add(nxt)
+                path.append(nxt)
+                found = visit(nxt)
+                if found:
+                    return found
+                path.pop()
+            return None
+
+        loop = visit(cfg.name)
+        if loop:
+            raise error_for("STREAM_INVALID_CONFIG",
+                            err=f"stream {cfg.name!r} would mirror or source itself: "
+                                f"{' -> '.join(loop)} (remove one of these origins)")
 
     def _check_overlap(self, cfg: StreamConfig, ignore: str | None = None) -> None:
         for other in self.streams.values():

@@ -42,3 +42,14 @@ def test_bench_compare_nats(cli):
     out = cli("bench", "pub", "--msgs", "30", "--size", "32", "--storage", "memory",
               "--batch", "10", "--compare-nats").stdout
     assert "rayjet publish_batch(10)" in out and "nats publish_async" in out and "x" in out
+
+
+def test_bench_kv_and_object(cli):
+    res = cli.json("bench", "kv", "--ops", "20", "--size", "16", "--storage", "memory")
+    put, get = res["rayjet"]
+    assert put["name"] == "rayjet kv put" and put["stored"] == 20 and put["p50_us"] > 0
+    assert get["msgs_per_s"] > 0
+    res = cli.json("bench", "object", "--size", "300000", "--storage", "memory")
+    assert [r["name"] for r in res["rayjet"]] == ["rayjet object put", "rayjet object get"]
+    assert all(r["mb_per_s"] > 0 for r in res["rayjet"])
+    cli("bench", "kv", "--ops", "0", code=2)

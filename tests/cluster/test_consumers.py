@@ -187,3 +187,42 @@ def test_consumer_errors(js, orders):
     with pytest.raises(Exception) as err:
         js.add_consumer(orders, ConsumerConfig(durable_name="bad.name"))
     assert err.value.err_code in (10103, 10052)
+
+
+def test_replay_original_keeps_the_publish_spacing(js, orders):
+    s = orders
+    js.publish(f"{s}.r", b"first")
+    time.sleep(0.6)  # the spacing under test, not a synchronisation
+    js.publish(f"{s}.r", b"second")
+    from rayjet import ReplayPolicy
+
+    sub = js.subscribe(f"{s}.r", stream=s, durable="REPLAY",
+                       replay_policy=ReplayPolicy.ORIGINAL, deliver_policy=DeliverPolicy.ALL)
+    first = sub.next_msg(timeout=10)
+    t1 = time.monotonic()
+    second = sub.next_msg(timeout=10)
+    gap = time.monotonic() - t1
+    assert (first.data, second.data) == (b"first", b"second")
+    assert gap >= 0.4, f"replayed {gap:.2f}s apart; published 0.6s apart"
+    sub.unsubscribe()
+
+
+def test_max_deliveries_and_terminated_advisories(js, orders):
+    s = orders
+    js.publish(f"{s}.adv", b"poison")
+    js.publish(f"{s}.adv", b"bad")
+    sub = js.pull_subscribe(f"{s}.adv", durable="ADV", stream=s, ack_wait=0.5, max_deliver=2,
+                            sample_freq="100%")
+    first = sub.fetch(2, timeout=5)
+    first[1].term("cannot parse")
+    again = sub.fetch(1, timeout=10)  # the unacked one, delivered a second (last) time
+    assert again[0].data == b"poison" and again[0].metadata.num_delivered == 2
+    deadline = time.monotonic() + 20
+    kinds: set[str] = set()
+    while time.monotonic() < deadline and not {"MAX_DELIVERIES", "MSG_TERMINATED"} <= kinds:
+        for subject, body in js.consumer_advisories(s, "ADV"):
+            kinds.add(subject.split(".")[4])
+            assert body["stream"] == s and body["consumer"] == "ADV"
+        time.sleep(0.2)
+    assert {"MAX_DELIVERIES", "MSG_TERMINATED"} <= kinds
+    sub.unsubscribe()

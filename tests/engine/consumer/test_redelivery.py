@@ -186,3 +186,10 @@ def test_max_ack_pending_stalls_until_acked(make):
     assert c.fetch(5) == []
     c.ack(1)
     assert [m.stream_seq for m in c.fetch(5)] == [3]
+
+
+def test_max_ack_pending_minus_one_means_no_limit(make):
+    c = make(max_ack_pending=-1)
+    for _ in range(30):
+        c.pub()
+    assert len(c.fetch(30)) == 30

@@ -1,0 +1,121 @@
+"""A RayDP Spark session on rayjet's Ray cluster, and Ray Dataset <-> Spark conversions.
+
+RayDP runs Spark's driver-side master and executors as Ray actors (JVMs). On Java 17 those
+JVMs need ``--add-opens`` flags, and Spark's Python workers must run the driver's Python;
+:func:`session` sets both so a user does not have to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import ray
+
+# packages RayDP's JVMs reach into by reflection (Java 17 closes them by default)
+_OPENS = (
+    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
+    "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch",
+    "sun.nio.cs", "sun.security.action", "sun.util.calendar", "java.math", "java.text",
+    "java.time",
+)
+JAVA_OPTIONS = " ".join(f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in _OPENS)
+_JVM_OPTION_CONFIGS = (
+    "spark.driver.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+    "spark.ray.raydp_app_master.extraJavaOptions",
+)
+# blocks handed to Spark: to_spark goes block by block through pandas, tiny blocks are slow
+DEFAULT_SPARK_BLOCKS = 2
+
+
+def spark_configs(executor_cpu: float | None = 0.5, extra: dict[str, str] | None = None
+                  ) -> dict[str, str]:
+    """The Spark configs :func:`session` passes to RayDP (Java 17 flags, small defaults)."""
+    configs: dict[str, str] = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "512m",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    }
+    if executor_cpu is not None:
+        configs["spark.ray.raydp_spark_executor.actor.resource.cpu"] = str(executor_cpu)
+    for key in _JVM_OPTION_CONFIGS:
+        configs[key] = JAVA_OPTIONS
+    for key, value in (extra or {}).items():
+        if key in _JVM_OPTION_CONFIGS:
+            value = f"{JAVA_OPTIONS} {value}"  # keep the flags RayDP needs
+        configs[key] = str(value)
+    return configs
+
+
+def _prepare_environment() -> None:
+    # Spark's Python workers (to_spark, UDFs) must import ray and pyspark: the venv's python.
+    # The JVMs get the --add-opens flags through the three *.extraJavaOptions configs.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def session(app_name: str = "rayjet", *, num_executors: int = 1, executor_cores: int = 1,
+            executor_memory: str | int = "500M", executor_cpu: float | None = 0.5,
+            configs: dict[str, str] | None = None, fault_tolerant_mode: bool = True,
+            log_level: str = "ERROR", js: Any = None) -> Any:
+    """Start a RayDP Spark session on the Ray cluster rayjet uses and return it.
+
+    Defaults suit a small machine: one executor with one core and 500 MB (RayDP's minimum
+    is about 450 MB), holding half a Ray CPU so stream actors keep room. Ray is joined (or
+    started) through ``rayjet.connect()`` when it is not running yet. Stop the session with
+    :func:`stop_session` (``raydp.stop_spark()``); only one RayDP session can run per Ray
+    namespace at a time.
+    """
+    import raydp
+
+    if not ray.is_initialized():
+        import rayjet
+
+        js = js or rayjet.connect()
+    _prepare_environment()
+    spark = raydp.init_spark(app_name, num_executors=num_executors,
+                             executor_cores=executor_cores, executor_memory=executor_memory,
+                             fault_tolerant_mode=fault_tolerant_mode,
+                             configs=spark_configs(executor_cpu, configs))
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def stop_session() -> None:
+    """Stop the RayDP Spark session started by :func:`session` (safe when none runs)."""
+    import raydp
+
+    raydp.stop_spark()
+
+
+def to_spark(ds: ray.data.Dataset, spark: Any, *, blocks: int | None = DEFAULT_SPARK_BLOCKS
+             ) -> Any:
+    """A Spark DataFrame of a Ray Dataset (through RayDP), first repartitioned into
+    ``blocks`` blocks: RayDP converts block by block, and many small blocks are slow."""
+    if blocks:
+        ds = ds.repartition(blocks)
+    return ds.to_spark(spark)
+
+
+def from_spark(df: Any, parallelism: int | None = None) -> ray.data.Dataset:
+    """A Ray Dataset of a Spark DataFrame of a RayDP session (``parallelism`` blocks)."""
+    from raydp.spark import from_spark_recoverable
+
+    if parallelism is None:
+        parallelism = max(1, min(df.rdd.getNumPartitions(), 8))
+    return from_spark_recoverable(df, parallelism=parallelism)
+
+
+def is_spark_dataframe(obj: Any) -> bool:
+    mod = type(obj).__module__ or ""
+    return mod.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
+
+
+__all__ = ["JAVA_OPTIONS", "from_spark", "is_spark_dataframe", "session", "spark_configs",
+           "stop_session", "to_spark"]
