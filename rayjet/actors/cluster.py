@@ -18,7 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rayjet.actors.consumer import ConsumerReplica
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
-from rayjet.api import StreamConfig
+from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
 from rayjet.placement import loads_from_assignments, select_peers, servers_from_ray_nodes
@@ -116,17 +116,20 @@ async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: b
         await find_leader(sa)
 
 
-async def destroy_stream_replicas(sa: StreamAssignment) -> None:
-    for rid, _ in sa.peers:
+async def _destroy(names: list[str]) -> None:
+    """Stop each named replica actor, delete its data, and kill it for good."""
+    for name in names:
         try:
-            handle = replica_handle(sa, rid)
+            handle = ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
-            continue
-        try:
+            continue  # already gone
+        with contextlib.suppress(ray.exceptions.RayError):
             await handle.destroy.remote()
-        except ray.exceptions.RayError:
-            pass
         ray.kill(handle, no_restart=True)
+
+
+async def destroy_stream_replicas(sa: StreamAssignment) -> None:
+    await _destroy([stream_actor_name(sa.group, rid) for rid, _ in sa.peers])
 
 
 async def _caught_up(leader: Any, rid: str, timeout: float) -> None:
@@ -232,23 +235,14 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
 
 
 async def destroy_consumer_replicas(ca: ConsumerAssignment) -> None:
-    for rid, _ in ca.peers:
-        try:
-            handle = consumer_handle(ca, rid)
-        except ValueError:
-            continue
-        try:
-            await handle.destroy.remote()
-        except ray.exceptions.RayError:
-            pass
-        ray.kill(handle, no_restart=True)
+    await _destroy([consumer_actor_name(ca.group, rid) for rid, _ in ca.peers])
 
 
-def consumer_filters(ca: ConsumerAssignment) -> list[str]:
-    cfg = ca.config
+def consumer_filters(cfg: ConsumerConfig) -> list[str]:
     if cfg.filter_subjects:
         return list(cfg.filter_subjects)
     return [cfg.filter_subject] if cfg.filter_subject else []
+
 
 
 async def update_consumer_config(ca: ConsumerAssignment) -> None:

@@ -215,11 +215,9 @@ class MetaMember:
 
         if sa.config.retention is RetentionPolicy.LIMITS:
             return
-        name = cfg.durable_name or cfg.name
-        filters = list(cfg.filter_subjects) or ([cfg.filter_subject] if cfg.filter_subject
-                                                else [])
         _, leader = await cluster.find_leader(sa)
-        await leader.register_consumer.remote(name, filters, 0, remove)
+        await leader.register_consumer.remote(cfg.durable_name or cfg.name,
+                                              cluster.consumer_filters(cfg), 0, remove)
 
     async def delete_consumer(self, stream: str, name: str) -> bool:
         self._require_leader()
