@@ -139,7 +139,7 @@ class StreamsAPI:
                                           failure=first)
         return RawStreamMsg(**raw)
 
-    def _mirror_direct_get(self, origin: str, *args: Any, failure: Exception
+    def _mirror_direct_get(self, origin: str, *args: Any, failure: Exception | None = None
                            ) -> dict[str, Any]:
         """A direct get the origin could not answer, served by one of its ``mirror_direct``
         mirrors (their copy may lag the origin; the answer names the mirror as its stream)."""
@@ -154,8 +154,9 @@ class StreamsAPI:
                 raise
             except Exception as e:  # noqa: BLE001 - try the next mirror
                 err = e
-        if err is None:
-            raise failure  # no mirror to ask: the origin's own answer stands
+        if err is None:  # no mirror to ask: the origin's own answer stands
+            raise failure or ServiceUnavailableError(
+                f"stream {origin!r} is unreachable and has no mirror_direct mirror")
         raise err
 
     def get_last_msg(self, name: str, subject: str, direct: bool = False) -> RawStreamMsg:

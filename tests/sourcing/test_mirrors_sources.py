@@ -202,10 +202,9 @@ def test_origin_unreachable_then_back_and_recreated(js, stream_name, cleanup):
     # the origin's only replica goes away; its disk keeps the messages
     (h,) = handles(js, o).values()
     ray.kill(h, no_restart=True)
-    time.sleep(1.0)
-    err = wait_for(lambda: js.stream_info(m).mirror.error, what="mirror error reported")
-    assert err
-    js._meta_call("add_stream", js._stream(o)[0]["config"])  # brings the replica back
+    # the copies fail and retry until the replica is back; the meta leader's reconciliation
+    # re-creates it within seconds (adding the same stream again does it at once)
+    js._meta_call("add_stream", js._stream(o)[0]["config"])
     for i in range(10, 20):
         js.publish(f"{o}.a", b"%d" % i)
     wait_for(same_as_origin(js, m, o), what="caught up after outage")
