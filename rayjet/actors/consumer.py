@@ -24,7 +24,7 @@ import msgpack
 import ray
 
 from rayjet.actors.names import NAMESPACE, consumer_actor_name
-from rayjet.actors.raft_host import RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import ConsumerConfig, StorageType, StreamConfig
 from rayjet.clock import SYSTEM_CLOCK
@@ -141,7 +141,8 @@ class ConsumerReplica:
         memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
         storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
-                              options=GroupOptions(sync_always=not memory))
+                              options=GroupOptions(sync_always=not memory,
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
         self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
                              name=f"{self.stream_name}>{name}/{replica_id}")
         self.host.on_output.append(self._on_output)

@@ -21,7 +21,7 @@ import ray
 
 from rayjet.actors import cluster
 from rayjet.actors.names import NAMESPACE, meta_actor_name
-from rayjet.actors.raft_host import RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, NotLeaderError
@@ -86,7 +86,8 @@ class MetaMember:
         storage = FileLogStorage(self.data_dir / "meta" / member_id)
         group = ReplicaGroup(member_id, storage, MetaMachine(self.catalogue),
                              voters=self.members,
-                             options=GroupOptions(sync_always=True, snapshot_every=1024))
+                             options=GroupOptions(sync_always=True, snapshot_every=1024,
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
         self.host = RaftHost(group, self._send, tick_seconds=tick_seconds,
                              name=f"meta/{member_id}")
         self._peers: dict[str, Any] = {}

@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[str, list[Message]], None]
 
+# Ticks are 50 ms: elections after 10-20 ticks (0.5-1 s); heartbeats every 3 ticks keep an idle
+# group's actor calls low while the leader still reaches followers several times per timeout.
+ACTOR_HEARTBEAT_TICKS = 3
+
 
 class RaftHost:
     def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,

@@ -20,7 +20,7 @@ from typing import Any
 import ray
 
 from rayjet.actors.names import NAMESPACE, stream_actor_name
-from rayjet.actors.raft_host import RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
 from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
@@ -64,7 +64,8 @@ class StreamReplica:
         self.machine = StreamMachine(cfg, store)
         self.machine.on_applied.append(self._after_apply)
         rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
-                              options=GroupOptions(sync_always=sync == "always"))
+                              options=GroupOptions(sync_always=sync == "always",
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
         self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
                              name=f"{cfg.name}/{replica_id}")
         self.host.on_output.append(self._on_output)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -203,12 +204,16 @@ class PullSubscription:
 
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
               heartbeat: float, timeout: float) -> list[Msg]:
-        out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                               timeout=timeout + 10.0)
-        status = out["status"]
-        if status and status[0] == 409 and not out["messages"]:
-            raise APIError(f"{status[0]} {status[1]}", spec="CONSUMER_INVALID_POLICY")
-        return [Msg(raw, self.acks) for raw in out["messages"]]
+        deadline = time.monotonic() + timeout + 10.0
+        while True:
+            out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
+                                   timeout=max(deadline - time.monotonic(), 1.0))
+            status = out["status"]
+            if out["messages"] or not status or status[0] != 409:
+                return [Msg(raw, self.acks) for raw in out["messages"]]
+            # nothing was handed out: after a leadership change ask the new leader
+            if "Leadership Change" not in status[1] or time.monotonic() >= deadline:
+                raise APIError(f"{status[0]} {status[1]}", spec="CONSUMER_INVALID_POLICY")
 
     def consumer_info(self) -> ConsumerInfo:
         return self.js.consumer_info(self.stream, self.name)
