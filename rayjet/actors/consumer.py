@@ -23,9 +23,9 @@ from typing import Any
 import msgpack
 import ray
 
-from rayjet.actors.names import NAMESPACE, consumer_actor_name
+from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
-from rayjet.actors.router import GroupRouter, stream_router
+from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.api import ConsumerConfig, StorageType, StreamConfig
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.consumer import ConsumerEngine
@@ -143,10 +143,10 @@ class ConsumerReplica:
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
                               options=GroupOptions(sync_always=not memory,
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
-        self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
+        send = PeerSender(lambda peer: consumer_actor_name(group, peer))
+        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{self.stream_name}>{name}/{replica_id}")
         self.host.on_output.append(self._on_output)
-        self._peers: dict[str, Any] = {}
         self._fetches: dict[str, _Fetch] = {}
         self._ready_index: int | None = None
         self._timer: asyncio.Task | None = None
@@ -166,13 +166,6 @@ class ConsumerReplica:
             self.host.start()
             self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
 
-    def _send(self, peer: str, messages: list[Message]) -> None:
-        handle = self._peers.get(peer)
-        if handle is None:
-            handle = ray.get_actor(consumer_actor_name(self.group_name, peer),
-                                   namespace=NAMESPACE)
-            self._peers[peer] = handle
-        handle.receive.remote(messages)
 
     def _on_output(self, out: Output) -> None:
         group = self.group

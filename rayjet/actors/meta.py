@@ -20,8 +20,9 @@ from typing import Any
 import ray
 
 from rayjet.actors import cluster
-from rayjet.actors.names import NAMESPACE, meta_actor_name
+from rayjet.actors.names import meta_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
+from rayjet.actors.router import PeerSender
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, NotLeaderError
@@ -88,9 +89,8 @@ class MetaMember:
                              voters=self.members,
                              options=GroupOptions(sync_always=True, snapshot_every=1024,
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
-        self.host = RaftHost(group, self._send, tick_seconds=tick_seconds,
+        self.host = RaftHost(group, PeerSender(meta_actor_name), tick_seconds=tick_seconds,
                              name=f"meta/{member_id}")
-        self._peers: dict[str, Any] = {}
         self._reconciler: asyncio.Task | None = None
         self._started = False
 
@@ -101,12 +101,6 @@ class MetaMember:
             self.host.start()
             self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
-    def _send(self, peer: str, messages: list[Message]) -> None:
-        handle = self._peers.get(peer)
-        if handle is None:
-            handle = ray.get_actor(meta_actor_name(peer), namespace=NAMESPACE)
-            self._peers[peer] = handle
-        handle.receive.remote(messages)
 
     async def ping(self) -> str:
         self._ensure_started()

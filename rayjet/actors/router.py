@@ -125,3 +125,19 @@ def stream_router(assignment: dict[str, Any]) -> GroupRouter:
 
 def is_api_error(exc: BaseException) -> bool:
     return isinstance(exc, APIError)
+
+
+class PeerSender:
+    """Sends raft messages to the peers of a group: ``name_of(peer)`` is a peer's actor
+    name; handles are looked up once and kept. Fire and forget: raft tolerates losses."""
+
+    def __init__(self, name_of: Callable[[str], str]) -> None:
+        self.name_of = name_of
+        self._handles: dict[str, Any] = {}
+
+    def __call__(self, peer: str, messages: list) -> None:
+        handle = self._handles.get(peer)
+        if handle is None:
+            handle = ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
+            self._handles[peer] = handle
+        handle.receive.remote(messages)

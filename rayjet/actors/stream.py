@@ -17,10 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import ray
-
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
+from rayjet.actors.router import PeerSender
 from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
@@ -66,10 +65,10 @@ class StreamReplica:
         rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
                               options=GroupOptions(sync_always=sync == "always",
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
-        self.host = RaftHost(rgroup, self._send, tick_seconds=tick_seconds,
+        send = PeerSender(lambda peer: stream_actor_name(group, peer))
+        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{cfg.name}/{replica_id}")
         self.host.on_output.append(self._on_output)
-        self._peers: dict[str, Any] = {}
         self._ready_index: int | None = None
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
@@ -92,12 +91,6 @@ class StreamReplica:
             self.host.start()
             self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
 
-    def _send(self, peer: str, messages: list[Message]) -> None:
-        handle = self._peers.get(peer)
-        if handle is None:
-            handle = ray.get_actor(stream_actor_name(self.group_name, peer), namespace=NAMESPACE)
-            self._peers[peer] = handle
-        handle.receive.remote(messages)
 
     def _on_output(self, out: Output) -> None:
         group = self.group
