@@ -390,6 +390,18 @@ class ConsumerReplica:
             self._dispatch(engine.serve())  # acks may have made room under max_ack_pending
         return oks
 
+    async def advance(self, stream_seq: int, timeout: float = 5.0) -> dict[str, Any]:
+        """Ack-all consumers: settle everything up to ``stream_seq`` in one durable op and
+        return the consumer's info (see ConsumerEngine.prepare_advance)."""
+        self._require_leader()
+        out = self.engine.prepare_advance(stream_seq)
+        if out.op is not None:
+            fut = self.host.propose_nowait(encode_entry([out.op]))
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        if self.engine.num_waiting:
+            self._dispatch(self.engine.serve())
+        return await self.info()
+
     async def info(self) -> dict[str, Any]:
         self._require_leader()
         info = self.engine.info()

@@ -69,6 +69,16 @@ class ConsumersAPI:
         raw = self._consumer_router(stream, name).call("info", timeout=self.timeout)
         return ConsumerInfo.from_dict(raw)
 
+    def advance_consumer(self, stream: str, name: str, stream_seq: int) -> ConsumerInfo:
+        """Settle everything up to ``stream_seq`` for an ack-all pull consumer at once, as
+        if each message had been delivered and acked (a rayjet extension: a batch job that
+        reads the stream in bulk keeps its progress in a durable consumer this way). One
+        replicated op whatever the distance; the consumer's sequence still counts every
+        matching message. Limits-retention streams only."""
+        raw = self._consumer_router(stream, name).call("advance", stream_seq,
+                                                        timeout=self.timeout)
+        return ConsumerInfo.from_dict(raw)
+
     def consumers_info(self, stream: str) -> list[ConsumerInfo]:
         return [self.consumer_info(stream, ca["name"])
                 for ca in self._meta_call("list_consumers", stream)]

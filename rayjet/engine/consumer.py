@@ -28,6 +28,7 @@ from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
 from rayjet.engine import consumer_waiting as W
 from rayjet.engine.consumer_ops import (
     AckOp,
+    AdvanceOp,
     ConsumerOp,
     DeliveredOp,
     MaxDeliveredOp,
@@ -586,6 +587,36 @@ class ConsumerEngine:
         for s in [s for s in self._rdq_set if s <= sseq]:
             self._rdq_set.discard(s)
         return (cseq, sseq)
+
+    def prepare_advance(self, sseq: int, now: int | None = None) -> AckOutcome:
+        """Settle everything up to stream seq ``sseq`` at once, delivered or not (ack all).
+
+        What a job does that reads the stream in bulk elsewhere and keeps its progress in a
+        durable consumer: one op however many messages it skips, instead of delivering each
+        of them. Limited to ack-all consumers on limits-retention streams (skipped messages
+        are never shown to the stream as acked) that are not in a last-per-subject
+        catch-up."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        if self._ack_mode != ACK_ALL or self._forward or self._lss:
+            raise error_for("BAD_REQUEST", err="only an ack-all consumer of a limits-retention "
+                            "stream can advance its ack floor without deliveries")
+        first, last = self.reader.bounds()
+        if sseq < 1 or sseq > last:
+            raise error_for("BAD_REQUEST", err=f"cannot advance to stream seq {sseq}: the "
+                            f"stream's last sequence is {last}")
+        if sseq <= view.dsseq:
+            return self.prepare_acks([sseq], now, sample=False)
+        start = max(view.dsseq + 1, view.scan, 1)
+        skipped = (self.reader.num_pending(self.filters, start, False)
+                   - self.reader.num_pending(self.filters, sseq + 1, False)) if start <= sseq else 0
+        self._rdq.clear()
+        self._rdq_set.clear()
+        out = AckOutcome()
+        out.op = self._propose(AdvanceOp(now, view.dcseq + skipped, sseq))
+        self._sseq = max(self._sseq, sseq + 1)
+        self._active_ns = now
+        return out
 
     def _should_sample(self) -> bool:
         return self._sample >= 100 or self._rng.random() * 100 < self._sample

@@ -26,6 +26,7 @@ OP_ACK = 3
 OP_TOUCH = 4
 OP_MAX_DELIVERED = 5
 OP_PURGED = 6
+OP_ADVANCE = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,27 @@ class PurgedOp:
         return [self.first_seq]
 
 
-ConsumerOp = StartOp | DeliveredOp | AckOp | TouchOp | MaxDeliveredOp | PurgedOp
+@dataclass(frozen=True, slots=True)
+class AdvanceOp:
+    """An ack-all consumer jumps ahead at ``ts``: every stream seq up to ``sseq`` counts as
+    delivered and acknowledged, the last of them as consumer seq ``cseq``.
+
+    The leader counts the matching messages it skips, so the consumer sequence stays what
+    delivering them one by one would have made it. Nothing below ``sseq`` is redelivered.
+    """
+
+    ts: int
+    cseq: int
+    sseq: int
+
+    code = OP_ADVANCE
+
+    def fields(self) -> list[Any]:
+        return [self.ts, self.cseq, self.sseq]
+
+
+ConsumerOp = (StartOp | DeliveredOp | AckOp | TouchOp | MaxDeliveredOp | PurgedOp
+              | AdvanceOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 
@@ -143,6 +164,7 @@ _DECODERS = {
     OP_TOUCH: lambda f: TouchOp(f[0], tuple(f[1])),
     OP_MAX_DELIVERED: lambda f: MaxDeliveredOp(_tuples(f[0])),
     OP_PURGED: lambda f: PurgedOp(f[0]),
+    OP_ADVANCE: lambda f: AdvanceOp(*f[:3]),
 }
 
 
@@ -156,7 +178,7 @@ def decode_consumer_op(buf: bytes) -> ConsumerOp:
 
 
 __all__ = [
-    "OP_ACK", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_START", "OP_TOUCH",
-    "AckOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "StartOp", "TouchOp",
+    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_START", "OP_TOUCH",
+    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "StartOp", "TouchOp",
     "decode_consumer_op", "encode_consumer_op",
 ]

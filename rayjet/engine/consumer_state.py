@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from rayjet.engine.consumer_ops import (
     AckOp,
+    AdvanceOp,
     ConsumerOp,
     DeliveredOp,
     MaxDeliveredOp,
@@ -133,6 +134,9 @@ class ConsumerState:
         if t is PurgedOp:
             self._purged(op.first_seq)
             return []
+        if t is AdvanceOp:
+            self._advance(op)
+            return []
         raise TypeError(f"not a consumer op: {op!r}")
 
     def _delivered(self, op: DeliveredOp) -> list[int]:
@@ -198,6 +202,23 @@ class ConsumerState:
         if op.items:
             self.last_ack_ns = op.ts
         return acked
+
+    def _advance(self, op: AdvanceOp) -> None:
+        if op.sseq <= self.asseq:
+            return  # replayed from an old log, or a later ack already covered it
+        self.started = True
+        for s in [s for s in self.pending if s <= op.sseq]:
+            del self.pending[s]
+        for s in [s for s in self.redelivered if s <= op.sseq]:
+            del self.redelivered[s]
+        if op.sseq > self.dsseq:
+            self.dsseq = op.sseq
+        if op.cseq > self.dcseq:
+            self.dcseq = op.cseq
+        self.acseq, self.asseq = min(op.cseq, self.dcseq), op.sseq
+        if op.sseq + 1 > self.scan:
+            self.scan = op.sseq + 1
+        self.last_ack_ns = op.ts
 
     def _move_floor(self, cseq: int, sseq: int) -> None:
         """After pending ``sseq`` (first delivered as ``cseq``) left: advance the ack floor."""

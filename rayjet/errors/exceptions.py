@@ -280,10 +280,12 @@ _FAMILY_BY_CODE: dict[int, type[APIError]] = {
 
 
 def _class_for_spec(name: str) -> type[APIError]:
-    for cls in _classes():
-        if cls.spec_name == name and cls.__dict__.get("spec_name") == name:
-            return cls
-    return _FAMILY_BY_CODE.get(ERRORS[name].code, APIError)
+    # the base classes name BAD_REQUEST only as a default: the family class wins for it
+    exact = [cls for cls in _classes()[1:] if cls.__dict__.get("spec_name") == name]
+    family = _FAMILY_BY_CODE.get(ERRORS[name].code, APIError)
+    if not exact or family in exact:
+        return family
+    return exact[0]
 
 
 def error_for(name: str, description: str | None = None, **fields: Any) -> APIError:

@@ -1,10 +1,11 @@
 """Incremental replay: a durable pull consumer (ack policy all) as a job's cursor.
 
 A run reads ``(ack floor, last_seq at start]`` in bulk from the replicas (not through the
-consumer) and, once its results are safe, calls :meth:`Cursor.commit`: the consumer is
-brought up to the end of the range (it delivers header-only messages, nothing is
-processed) and one ``ack all`` of the range's last sequence moves the ack floor there in a
-single raft entry. A run that fails before ``commit`` leaves the floor where it was, so the
+consumer) and, once its results are safe, calls :meth:`Cursor.commit`: one replicated
+"advance" op (:meth:`JetStream.advance_consumer`) moves the consumer's ack floor to the
+range's last sequence, whatever the range's size. On interest-retention streams, where
+the stream must see every ack, the consumer is instead brought up to the end of the range
+(header-only deliveries, nothing processed) and one ``ack all`` settles it. A run that fails before ``commit`` leaves the floor where it was, so the
 next run reads the same messages again (plus what arrived since): nothing is lost, and
 nothing is counted twice as long as the job's output is written before the commit (and
 idempotently, e.g. with :func:`rayjet.spark.write_stream`'s message ids).
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rayjet.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from rayjet.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -40,7 +41,7 @@ RETRY_PAUSE = 0.2
 class CommitResult:
     durable: str
     ack_floor: int  # the stream sequence everything up to which is now committed
-    fetched: int  # messages the consumer delivered to reach it
+    fetched: int  # messages the consumer delivered to reach it (0 when it advanced at once)
 
 
 def cursor_config(durable: str, filters: tuple[str, ...], start_seq: int | None = None,
@@ -138,6 +139,14 @@ class Cursor:
         if info.ack_floor.stream_seq >= self.end_seq:
             self.committed = CommitResult(name, info.ack_floor.stream_seq, 0)
             return self.committed
+        if js.stream_info(stream).config.retention is RetentionPolicy.LIMITS:
+            info = js.advance_consumer(stream, name, self.end_seq)
+            self.committed = CommitResult(name, info.ack_floor.stream_seq, 0)
+            return self.committed
+        return self._commit_by_fetching(info)
+
+    def _commit_by_fetching(self, info: Any) -> CommitResult:
+        js, stream, name = self.js, self.stream, self.durable
         sub = js.pull_subscribe(stream=stream, durable=name)
         fetched = 0
         try:

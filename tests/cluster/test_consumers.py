@@ -180,6 +180,38 @@ def test_consumer_actor_killed_mid_stream_loses_no_ack(js, orders):
     sub.unsubscribe()
 
 
+def test_advance_consumer_survives_killed_replicas(js, stream_name):
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.*"], num_replicas=3)
+    js.publish_batch([(f"{s}.{'a' if i % 3 else 'b'}", b"%d" % i) for i in range(1, 3001)])
+    js.add_consumer(s, durable_name="CURSOR", ack_policy=AckPolicy.ALL, filter_subject=f"{s}.a")
+    info = js.advance_consumer(s, "CURSOR", 2500)
+    # 1667 of the first 2500 sequences are on .a (those not divisible by 3)
+    assert row(info) == ("1667/2500", "1667/2500", 0, 0, 333)
+    ca = js._meta_call("consumer_assignment", s, "CURSOR")
+    for rid, _node in ca["peers"]:
+        ray.kill(ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE),
+                 no_restart=False)
+    sub = js.pull_subscribe(f"{s}.a", durable="CURSOR", stream=s)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            [m] = sub.fetch(1, timeout=2)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+    assert (m.metadata.sequence.stream, m.metadata.sequence.consumer) == (2501, 1668)
+    with pytest.raises(BadRequestError) as err:
+        js.advance_consumer(s, "CURSOR", 99_999)
+    assert err.value.err_code == 10003
+    js.add_consumer(s, durable_name="EXPLICIT", ack_policy=AckPolicy.EXPLICIT)
+    with pytest.raises(BadRequestError):
+        js.advance_consumer(s, "EXPLICIT", 10)
+    sub.unsubscribe()
+    js.delete_stream(s)
+
+
 def test_consumer_errors(js, orders):
     with pytest.raises(ConsumerNotFoundError) as err:
         js.consumer_info(orders, "NOPE")

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 import ray
 
-from rayjet import AckPolicy, StreamConfig
+from rayjet import AckPolicy, RetentionPolicy, StreamConfig
 from rayjet.api import headers as H
 from rayjet.errors import BadRequestError
 from rayjet.spark import read_stream, write_stream
@@ -89,6 +89,7 @@ def test_incremental_cursor_reads_each_message_once(js, stream_name):
 
     first, c1 = run()
     assert first == list(range(1, 101)) and c1.committed.ack_floor == 100
+    assert c1.committed.fetched == 0  # one advance op, no deliveries
     info = js.consumer_info(s, "nightly")
     assert info.config.ack_policy is AckPolicy.ALL and info.ack_floor.stream_seq == 100
     empty, c2 = run()
@@ -105,6 +106,20 @@ def test_incremental_cursor_reads_each_message_once(js, stream_name):
     assert third == []
     # every message was counted by exactly one committed run
     assert first + second == list(range(1, 161))
+
+
+def test_cursor_on_interest_stream_acks_through_the_consumer(js, stream_name):
+    s = stream_name
+    js.add_stream(StreamConfig(name=s, subjects=[f"{s}.>"],
+                               retention=RetentionPolicy.INTEREST))
+    _, cur = read_stream(s, durable="interest", js=js)  # the consumer exists from here on
+    js.publish_batch([(f"{s}.a", b"%d" % i) for i in range(50)])
+    ds, cur = read_stream(s, durable="interest", js=js)
+    assert len(ds.take_all()) == 50
+    result = cur.commit()
+    assert (result.ack_floor, result.fetched) == (50, 50)
+    assert js.stream_info(s).state.messages == 0  # the stream saw the acks: nothing kept
+    js.delete_stream(s)
 
 
 def test_cursor_with_filter_and_start(js, stream_name):
