@@ -21,6 +21,7 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests/multinode
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,15 +1,24 @@
 """Ray-side operations on groups of replica actors: place, create, change, destroy.
 
-Used by the meta leader. Replica actors are detached, named, restartable, cost no CPU
-reservation (they are mostly idle), and are pinned softly to the node placement chose.
+Used by the meta leader. Replica actors are detached, named, restartable and cost no CPU
+reservation (they are mostly idle). Where a replica may run follows from its placement:
+a replica placed by cluster (region), by ``k:v`` tags or under a unique tag carries a hard
+Ray ``label_selector`` built from those labels, so when its node dies Ray restarts it only
+on a node that still fits (another node of its region and zone) or keeps it pending until
+one joins; it never drifts silently into another region. The node placement chose is a
+preference on top (its other labels, with the hard selector as the fallback). Replicas of
+unlabelled nodes keep a soft node affinity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import os
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
@@ -18,14 +27,28 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rayjet.actors.consumer import ConsumerReplica
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
-from rayjet.api import ConsumerConfig, StreamConfig
-from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError
+from rayjet.api import ConsumerConfig, Placement, StreamConfig
+from rayjet.errors import APIError, ClusterNoPeersError, NotLeaderError, ServiceUnavailableError
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
-from rayjet.placement import loads_from_assignments, select_peers, servers_from_ray_nodes
+from rayjet.placement import (
+    CLUSTER_LABEL,
+    NODE_ID_LABEL,
+    loads_from_assignments,
+    normalize_tags,
+    select_peers,
+    servers_from_ray_nodes,
+)
 from rayjet.subjects import matches_any
 
+log = logging.getLogger(__name__)
+
 UNIQUE_TAG_ENV = "RAYJET_UNIQUE_TAG"  # e.g. "az": replicas of a group on distinct zones
+STRETCH_CLUSTER = "*"
+"""``Placement(cluster="*")``: a stretch group, its replicas spread over clusters (regions)."""
+STRETCH_UNIQUE_TAG_ENV = "RAYJET_STRETCH_UNIQUE_TAG"  # default: the cluster label itself
 GROUP_READY_TIMEOUT = 30.0
+PING_TIMEOUT = 5.0  # a replica whose region is down stays pending: don't wait on it forever
+NODES_TTL = 1.0
 _ACTOR_CLASSES: dict[type, Any] = {}
 
 
@@ -35,13 +58,141 @@ def remote_class(cls: type) -> Any:
     return _ACTOR_CLASSES[cls]
 
 
-def actor_options(name: str, node_id: str | None = None) -> dict[str, Any]:
+def actor_options(name: str, node_id: str | None = None,
+                  config: StreamConfig | None = None) -> dict[str, Any]:
     opts: dict[str, Any] = dict(name=name, namespace=NAMESPACE, lifetime="detached",
                                 get_if_exists=True, max_restarts=-1, max_task_retries=0,
                                 num_cpus=0, max_concurrency=1000)
     if node_id:
-        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=True)
+        opts.update(scheduling_options(config, node_id, node_labels().get(node_id)))
     return opts
+
+
+# -- where a replica may run ---------------------------------------------------------------------
+_nodes_cache: tuple[float, dict[str, dict[str, str]]] = (0.0, {})
+
+
+def node_labels() -> dict[str, dict[str, str]]:
+    """Labels of the alive Ray nodes by node id (cached briefly: one look per reconcile)."""
+    global _nodes_cache
+    seen, labels = _nodes_cache
+    if time.monotonic() - seen > NODES_TTL:
+        labels = {n["NodeID"]: {str(k): str(v) for k, v in (n.get("Labels") or {}).items()}
+                  for n in ray.nodes() if n.get("Alive")}
+        _nodes_cache = (time.monotonic(), labels)
+    return labels
+
+
+def is_stretch(placement: Placement | None) -> bool:
+    return placement is not None and placement.cluster == STRETCH_CLUSTER
+
+
+def unique_tag_for(placement: Placement | None) -> str | None:
+    """The unique tag placement enforces: for a stretch group the region (cluster label)."""
+    if is_stretch(placement):
+        return os.environ.get(STRETCH_UNIQUE_TAG_ENV) or CLUSTER_LABEL
+    return os.environ.get(UNIQUE_TAG_ENV) or None
+
+
+def _label(labels: Mapping[str, str], key: str) -> tuple[str, str] | None:
+    """The node label whose key equals ``key`` ignoring case (tags are lower-case)."""
+    for k, v in labels.items():
+        if k.lower() == key.lower():
+            return k, v
+    return None
+
+
+def hard_selector(placement: Placement | None, labels: Mapping[str, str] | None,
+                  unique_tag: str | None) -> dict[str, str]:
+    """The Ray label selector every node hosting this replica must match.
+
+    ``labels`` are those of the node placement chose (None when that node is gone: then the
+    placement alone says what it can). Covers the node's cluster, the placement's ``k:v``
+    tags and ``!k:v`` exclusions, and the chosen node's value of the unique tag; plain tags
+    (from ``rayjet.tags``, a comma list) have no label selector form and are left out.
+    """
+    sel: dict[str, str] = {}
+    labels = labels or {}
+    if CLUSTER_LABEL in labels:
+        sel[CLUSTER_LABEL] = labels[CLUSTER_LABEL]
+    elif placement is not None and placement.cluster and not is_stretch(placement):
+        sel[CLUSTER_LABEL] = placement.cluster
+    excluded: dict[str, list[str]] = {}
+    for tag in normalize_tags(placement.tags if placement else ()):
+        negate = tag.startswith("!")
+        key, sep, value = tag.lstrip("!").partition(":")
+        if not sep or not key or not value:
+            continue
+        found = _label(labels, key)
+        if negate:
+            excluded.setdefault(found[0] if found else key, []).append(value)
+        elif found and f"{found[0]}:{found[1]}".lower() == tag:
+            sel[found[0]] = found[1]
+        elif not labels:
+            sel[key] = value
+    for key, values in excluded.items():
+        if key not in sel:
+            sel[key] = f"!{values[0]}" if len(values) == 1 else f"!in({','.join(values)})"
+    if unique_tag:
+        key = unique_tag.rstrip(":=")
+        found = _label(labels, key)
+        if found and found[0] not in sel:
+            sel[found[0]] = found[1]
+    return sel
+
+
+def scheduling_options(config: StreamConfig | None, node_id: str,
+                       labels: Mapping[str, str] | None) -> dict[str, Any]:
+    """Ray options that put a replica on ``node_id`` and keep it where its placement allows."""
+    placement = config.placement if config is not None else None
+    hard = hard_selector(placement, labels, unique_tag_for(placement))
+    if not hard:
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=True)}
+    # Ray turns a node-id label into a hard affinity that fails once the node is gone, so the
+    # preferred node is named by its other labels, with the hard selector as the fallback.
+    prefer = {k: v for k, v in (labels or {}).items()
+              if k != NODE_ID_LABEL and not k.startswith("ray.io/") and k not in hard}
+    if not prefer:
+        return {"label_selector": hard}
+    return {"label_selector": {**hard, **prefer}, "fallback_strategy": [{"label_selector": hard}]}
+
+
+# -- asking the autoscaler for nodes ---------------------------------------------------------------
+CapacityHook = Callable[[list[dict], list[dict]], None]
+
+
+def _request_resources(bundles: list[dict], selectors: list[dict]) -> None:
+    from ray.autoscaler.sdk import request_resources
+
+    request_resources(bundles=bundles, bundle_label_selectors=selectors)
+
+
+capacity_hook: CapacityHook = _request_resources
+"""Called with (bundles, label selectors) when a placement needs nodes that do not exist."""
+_capacity_requested = False
+
+
+def request_capacity(cfg: StreamConfig) -> None:
+    """Ask the autoscaler for one node-sized bundle per replica with the placement's labels
+    (a hint: the add or update still fails now, and succeeds once nodes have joined)."""
+    global _capacity_requested
+    sel = hard_selector(cfg.placement, None, None)
+    if is_stretch(cfg.placement):
+        sel.pop(CLUSTER_LABEL, None)
+    try:
+        capacity_hook([{"CPU": 1} for _ in range(cfg.num_replicas)],
+                      [dict(sel) for _ in range(cfg.num_replicas)])
+        _capacity_requested = True
+    except Exception as exc:  # noqa: BLE001 - a hint only; the placement error is what counts
+        log.warning("could not ask the autoscaler for nodes: %s", exc)
+
+
+def _clear_capacity_request() -> None:
+    global _capacity_requested
+    if _capacity_requested:
+        with contextlib.suppress(Exception):
+            capacity_hook([], [])
+        _capacity_requested = False
 
 
 def captures(cfg: StreamConfig, subject: str) -> bool:
@@ -56,9 +207,16 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = ()) 
     servers = servers_from_ray_nodes(ray.nodes(), loads=loads)
     # several replicas per node only when the cluster is too small (a laptop, a test)
     colocate = sum(1 for s in servers if s.selectable) < cfg.num_replicas
-    nodes = select_peers(servers, replicas=cfg.num_replicas, placement=cfg.placement,
-                         unique_tag=os.environ.get(UNIQUE_TAG_ENV) or None,
-                         existing=[node for _, node in existing], allow_colocate=colocate)
+    stretch = is_stretch(cfg.placement)
+    placement = dataclasses.replace(cfg.placement, cluster=None) if stretch else cfg.placement
+    try:
+        nodes = select_peers(servers, replicas=cfg.num_replicas, placement=placement,
+                             unique_tag=unique_tag_for(cfg.placement), span_clusters=stretch,
+                             existing=[node for _, node in existing], allow_colocate=colocate)
+    except ClusterNoPeersError:
+        request_capacity(cfg)
+        raise
+    _clear_capacity_request()
     remaining = list(nodes)
     kept: list[tuple[str, str]] = []
     for rid, node in existing:
@@ -85,8 +243,16 @@ def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: A
     cfg = (config or sa.config).to_dict()
     voters = list(sa.bootstrap) or [r for r, _ in sa.peers]
     return remote_class(StreamReplica).options(
-        **actor_options(stream_actor_name(sa.group, rid), node)
+        **actor_options(stream_actor_name(sa.group, rid), node, config or sa.config)
     ).remote(cfg, sa.group, rid, voters, str(data_dir), created_ns=sa.created_ns)
+
+
+async def _status(sa: StreamAssignment, rid: str, timeout: float) -> dict[str, Any] | None:
+    try:
+        return await asyncio.wait_for(_as_future(replica_handle(sa, rid).status.remote()),
+                                      timeout)
+    except (TimeoutError, ray.exceptions.RayError, ValueError):
+        return None  # dead, restarting, or pending until a node of its region joins
 
 
 async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT,
@@ -94,12 +260,10 @@ async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT
     """The replica that leads the group (and takes writes), waiting up to ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
-        for rid, _ in sa.peers:
-            try:
-                st = await replica_handle(sa, rid).status.remote()
-            except (ray.exceptions.RayError, ValueError):
-                continue
-            if st["role"] == "Leader" and (st["writable"] or not writable):
+        rids = [rid for rid, _ in sa.peers]
+        states = await asyncio.gather(*(_status(sa, rid, 1.0) for rid in rids))
+        for rid, st in zip(rids, states):
+            if st and st["role"] == "Leader" and (st["writable"] or not writable):
                 return rid, replica_handle(sa, rid)
         if time.monotonic() > deadline:
             raise ServiceUnavailableError(
@@ -108,12 +272,35 @@ async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT
         await asyncio.sleep(0.05)
 
 
+async def _ping_all(handles: list[Any], timeout: float | None) -> bool:
+    """Wait until every replica answers (True) or ``timeout`` passes (False). A replica
+    whose region is down stays pending until a fitting node joins."""
+    pings = [asyncio.ensure_future(_as_future(h.ping.remote())) for h in handles]
+    done, pending = await asyncio.wait(pings, timeout=timeout)
+    for fut in pending:
+        fut.cancel()
+    for fut in done:
+        fut.result()  # a dead replica raises here
+    return not pending
+
+
+async def _as_future(ref: Any) -> Any:
+    return await ref
+
+
 async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True
                                  ) -> None:
     handles = [create_replica(sa, rid, node, data_dir) for rid, node in sa.peers]
-    await asyncio.gather(*(h.ping.remote() for h in handles))
+    await _ping_all(handles, PING_TIMEOUT)
     if wait:
         await find_leader(sa)
+
+
+async def _stop(handle: Any) -> None:
+    """Delete a replica's data (if it answers soon) and kill it for good."""
+    with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
+        await asyncio.wait_for(_as_future(handle.destroy.remote()), PING_TIMEOUT)
+    ray.kill(handle, no_restart=True)
 
 
 async def _destroy(names: list[str]) -> None:
@@ -123,9 +310,7 @@ async def _destroy(names: list[str]) -> None:
             handle = ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
             continue  # already gone
-        with contextlib.suppress(ray.exceptions.RayError):
-            await handle.destroy.remote()
-        ray.kill(handle, no_restart=True)
+        await _stop(handle)
 
 
 async def destroy_stream_replicas(sa: StreamAssignment) -> None:
@@ -169,12 +354,8 @@ async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: P
             leader_rid, leader = await _wait_new_leader(view, rid, timeout)
         await leader.change_membership.remote("remove", rid)
         current.remove((rid, node))
-        try:
-            handle = replica_handle(view, rid)
-            await handle.destroy.remote()
-            ray.kill(handle, no_restart=True)
-        except (ValueError, ray.exceptions.RayError):
-            pass
+        with contextlib.suppress(ValueError, ray.exceptions.RayError):
+            await _stop(replica_handle(view, rid))
     view = StreamAssignment(old.config, old.created_ns, old.group, tuple(current))
     _, leader = await find_leader(view)
     await leader.update_config.remote(cfg.to_dict())
@@ -210,7 +391,7 @@ def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
 def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
                             node: str | None, data_dir: Any, assignment: dict) -> Any:
     return remote_class(ConsumerReplica).options(
-        **actor_options(consumer_actor_name(ca.group, rid), node)
+        **actor_options(consumer_actor_name(ca.group, rid), node, sa.config)
     ).remote(assignment, ca.name, ca.config.to_dict(), ca.group, rid,
              [r for r, _ in ca.peers], str(data_dir), created_ns=ca.created_ns)
 
@@ -219,7 +400,7 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
                                    assignment: dict, *, wait: bool = True) -> None:
     handles = [create_consumer_replica(ca, sa, rid, node, data_dir, assignment)
                for rid, node in ca.peers]
-    await asyncio.gather(*(h.ping.remote() for h in handles))
+    await _ping_all(handles, PING_TIMEOUT)
     if not wait:
         return
     deadline = time.monotonic() + GROUP_READY_TIMEOUT
