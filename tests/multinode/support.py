@@ -99,11 +99,11 @@ class Publisher(threading.Thread):
         self.js, self.subject, self.prefix, self.pause = js, subject, prefix, pause
         self.acked: dict[str, int] = {}
         self.errors: list[str] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         n = 0
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             mid = f"{self.prefix}-{n}"
             while True:
                 try:
@@ -118,7 +118,7 @@ class Publisher(threading.Thread):
             time.sleep(self.pause)
 
     def stop(self) -> dict[str, int]:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=60)
         assert not self.is_alive(), "the publisher is stuck"
         return self.acked
