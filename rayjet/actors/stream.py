@@ -24,11 +24,13 @@ from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
 from rayjet.engine.consumer_reader import StoreReader
+from rayjet.engine.outbox import Outbox
 from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
 from rayjet.storage import FileStore, MemStore
+from rayjet.subjects import matches_any
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pendi
                              "last_seq_for", "last_per_subject", "seq_for_time"})
 UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
 DEFAULT_TIMEOUT = 5.0
+OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
 
 
 def _ts(ns: int) -> datetime | None:
@@ -73,7 +76,8 @@ class StreamReplica:
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
         self._started = False
-        self._republished: list = []
+        self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
+        self._outbox_changed = asyncio.Event()
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -99,6 +103,7 @@ class StreamReplica:
                 # serve writes only once everything in our log is applied
                 self._ready_index = group.node.raft.log.last_index()
                 self._leader_since = time.time_ns()
+                self._outbox.reset(f"{self.id}:{group.term}")
             else:
                 self._ready_index = None
                 self.engine.set_follower()
@@ -110,10 +115,13 @@ class StreamReplica:
 
     def _after_apply(self, results: list[ApplyResult]) -> None:
         if self.group.is_leader:
+            added = 0
             for r in results:
                 if r.republish:
-                    self._republished.extend(r.republish)
-            del self._republished[:-10_000]  # bounded until a subscriber drains them
+                    added += self._outbox.extend(r.republish)
+            if added:
+                self._outbox_changed.set()
+                self._outbox_changed = asyncio.Event()
 
     async def _upkeep_loop(self) -> None:
         while True:
@@ -386,9 +394,35 @@ class StreamReplica:
         if not result.ok:
             raise result.error
 
-    async def drain_republished(self) -> list[tuple[str, bytes, bytes]]:
-        out, self._republished = self._republished, []
-        return [(r.subject, r.hdr, r.data) for r in out]
+    async def republished(self, epoch: str | None, offset: int | None, filters: list[str],
+                          limit: int = 1000, wait: float = 1.0) -> dict[str, Any]:
+        """Republished messages for a subscriber (core NATS delivery: at most once).
+
+        ``(epoch, offset)`` is what the previous answer returned (None, None for a new
+        subscriber, who only sees what comes next). Waits up to ``wait`` seconds for a
+        message that matches ``filters``."""
+        self._require_writable()
+        box = self._outbox
+        start, ep = box.start_for(epoch, offset), box.epoch
+        deadline = time.monotonic() + max(0.0, min(wait, 30.0))
+        dropped = 0
+
+        def wanted(r) -> bool:
+            return not filters or matches_any(r.subject, filters)
+
+        while True:
+            got = box.read(start, max(1, limit), wanted)
+            dropped += got.dropped
+            start = got.next
+            left = deadline - time.monotonic()
+            if got.items or left <= 0:
+                break
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._outbox_changed.wait(), left)
+            if box.epoch != ep:  # leadership moved meanwhile: the offsets start over
+                return {"epoch": ep, "next": start, "dropped": dropped, "msgs": []}
+        return {"epoch": box.epoch, "next": start, "dropped": dropped,
+                "msgs": [(r.subject, r.hdr, r.data) for r in got.items]}
 
     # -- lifecycle --------------------------------------------------------------------------
     async def destroy(self) -> None:

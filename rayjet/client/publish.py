@@ -57,6 +57,11 @@ class PublishAPI:
                 self._subject_streams.popitem(last=False)
         return name
 
+    def _forget_subjects(self, stream: str) -> None:
+        """Drop the cached subject routes to ``stream`` (deleted, or its subjects changed)."""
+        for subject in [k for k, v in self._subject_streams.items() if v == stream]:
+            del self._subject_streams[subject]
+
     def _send(self, stream: str, msgs: list[tuple], timeout: float) -> list[Any]:
         # a retry after an unknown outcome is safe only when every message has a msg id
         safe = all(h and H.MSG_ID in h for _, _, h in msgs)
@@ -65,8 +70,13 @@ class PublishAPI:
                                         retry_unknown=safe,
                                         attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
         except NotFoundError:
-            self._subject_streams.clear()  # the stream went away; subjects may have moved
-            raise
+            # the stream went away (deleted, perhaps by another client): its subjects may
+            # belong to a new stream now, and the stream that is gone stored nothing
+            self._subject_streams.clear()
+            now = {self._stream_for(subject) for subject, _, _ in msgs}
+            if len(now) != 1 or stream in now:
+                raise
+            return self._send(now.pop(), msgs, timeout)
         stored = PubAck.stored
         return [stored(stream, a) if type(a) is int else a for a in answers]
 

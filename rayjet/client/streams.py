@@ -9,6 +9,7 @@ from typing import Any
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
 from rayjet.errors import (
+    APIError,
     BadRequestError,
     NotFoundError,
     ServiceUnavailableError,
@@ -70,6 +71,15 @@ class StreamsAPI:
         assignment, router = self._stream(name)
         try:
             return router.call(method, *args, timeout=timeout or self.timeout, **kwargs)
+        except ServiceUnavailableError as err:
+            self._routers.pop(name, None)
+            try:  # replicas gone: was the stream deleted meanwhile (by another client)?
+                self._meta_call("stream_assignment", name)
+            except StreamNotFoundError as gone:
+                raise gone from err
+            except APIError:
+                pass
+            raise
         except Exception:
             # the replica set may have changed (scaled, moved, re-created): look again
             self._routers.pop(name, None)
@@ -87,12 +97,24 @@ class StreamsAPI:
         cfg = _config(config, params)
         self._meta_call("update_stream", cfg.to_dict(), timeout=max(self.timeout, 120))
         self._routers.pop(cfg.name, None)
+        self._forget_subjects(cfg.name)
         return self.stream_info(cfg.name)
 
     def delete_stream(self, name: str) -> bool:
         result = self._meta_call("delete_stream", name, timeout=max(self.timeout, 60))
         self._routers.pop(name, None)
+        self._forget_subjects(name)
         return bool(result)
+
+    def subscribe_republished(self, subject: str = ">", streams: list[str] | None = None
+                              ) -> Any:
+        """Read what streams republish (their ``republish`` setting) on ``subject``, from
+        now on, at most once, as a core NATS subscription would. ``streams`` defaults to
+        every stream whose republish destination can match ``subject``. Returns a
+        :class:`rayjet.client.republish.RepublishSubscription`."""
+        from rayjet.client.republish import RepublishSubscription
+
+        return RepublishSubscription(self, subject, streams)
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     deleted_details: bool = False) -> StreamInfo:

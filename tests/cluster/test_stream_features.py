@@ -124,3 +124,41 @@ def test_subject_transform_on_ingest(js, make):
     s = cfg.name
     ack = js.publish(f"{s}.in.x", b"v")
     assert js.get_msg(s, ack.seq).subject == f"{s}.stored.x"
+
+
+def test_republished_messages_reach_a_subscription(js, make, stream_name):
+    from rayjet import RePublish
+
+    s = stream_name
+    make(subjects=[f"{s}.in.>"], num_replicas=3,
+         republish=RePublish(src=f"{s}.in.>", dest=f"{s}.rp.>"))
+    js.publish(f"{s}.in.a", b"before")  # published before subscribing: not seen
+    sub = js.subscribe_republished(f"{s}.rp.>")
+    only_b = js.subscribe_republished(f"{s}.rp.b")
+    acks = [js.publish(f"{s}.in.{'a' if i % 2 else 'b'}", b"%d" % i,
+                       headers={"X-N": str(i)}) for i in range(10)]
+    got = list(sub.messages(timeout=5))[:10]
+    assert [m.data for m in got] == [b"%d" % i for i in range(10)]
+    assert [m.sequence for m in got] == [a.seq for a in acks]
+    first = got[0]
+    assert first.subject == f"{s}.rp.b" and first.stream == s
+    assert first.headers["X-N"] == "0" and first.headers["Nats-Subject"] == f"{s}.in.b"
+    assert [m.data for m in only_b.messages(timeout=5)] == [b"%d" % i for i in range(0, 10, 2)]
+    # the leader dies: the subscription follows the new one and goes on
+    old = leader_id(js, s)
+    survivors = {r: h for r, h in replica_handles(js, s).items() if r != old}
+    ray.kill(replica_handles(js, s)[old], no_restart=False)
+
+    def new_leader() -> bool:
+        states = [ray.get(h.status.remote(), timeout=30) for h in survivors.values()]
+        return any(st["role"] == "Leader" and st["writable"] for st in states)
+
+    wait_until(new_leader, what="a new leader")
+    ack = js.publish(f"{s}.in.c", b"after failover", headers={"Nats-Msg-Id": "c1"})
+    m = sub.next_msg(timeout=20)
+    assert (m.data, m.sequence) == (b"after failover", ack.seq)
+    assert sub.dropped == 0
+    sub.unsubscribe()
+    only_b.unsubscribe()
+    with pytest.raises(NotFoundError):
+        js.subscribe_republished("nobody.republishes.here")

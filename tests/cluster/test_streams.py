@@ -61,6 +61,22 @@ def test_names_info_list_and_lookup(js, stream):
     assert any(i.config.name == stream.name for i in js.streams_info())
 
 
+def test_publish_follows_subjects_to_a_new_stream(js, stream_name):
+    import rayjet
+
+    other = rayjet.connect(data_dir=js.data_dir)  # a second client in the same cluster
+    old, new = stream_name, f"{stream_name}_NEW"
+    js.add_stream(name=old, subjects=[f"{old}.*"], storage=StorageType.MEMORY)
+    assert js.publish(f"{old}.a", b"1").stream == old  # js now routes the subject to old
+    other.delete_stream(old)
+    other.add_stream(name=new, subjects=[f"{old}.*"], storage=StorageType.MEMORY)
+    assert js.publish(f"{old}.a", b"2").stream == new
+    assert [a.stream for a in js.publish_batch([(f"{old}.b", b"3")])] == [new]
+    other.delete_stream(new)
+    with pytest.raises(NotFoundError):
+        js.publish(f"{old}.a", b"4")  # nothing captures it any more
+
+
 def test_stream_errors_carry_nats_codes(js, stream):
     with pytest.raises(StreamNotFoundError) as err:
         js.stream_info("NOSUCHSTREAM")
