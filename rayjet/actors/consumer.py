@@ -280,7 +280,8 @@ class ConsumerReplica:
                 continue
             try:
                 self._dispatch(self.engine.due_redeliveries())
-                if self.engine.num_waiting:
+                # a pin also runs out with nobody waiting (unpinned advisory)
+                if self.engine.num_waiting or self.engine.pinned:
                     self._dispatch(self.engine.serve())
                 if self.engine.is_inactive():
                     asyncio.get_running_loop().create_task(self._delete_self())
@@ -298,16 +299,22 @@ class ConsumerReplica:
 
     # -- client API (leader) ----------------------------------------------------------------
     async def fetch(self, batch: int = 1, expires: float = 0.0, max_bytes: int = 0,
-                    no_wait: bool = False, heartbeat: float = 0.0) -> dict[str, Any]:
+                    no_wait: bool = False, heartbeat: float = 0.0, group: str = "",
+                    min_pending: int = 0, min_ack_pending: int = 0, pin_id: str = "",
+                    priority: int = 0) -> dict[str, Any]:
         """Pull up to ``batch`` messages, waiting up to ``expires`` seconds for the first.
-        Returns ``messages`` and the ``status`` that ended the request, if any."""
+        Returns ``messages`` and the ``status`` that ended the request, if any. ``group``
+        and the rest are the pull's priority-group fields (see PullRequest)."""
         self._require_leader()
         reply = uuid.uuid4().hex
         fetch = _Fetch(max(int(batch), 1), asyncio.get_running_loop().create_future())
         self._fetches[reply] = fetch
         try:
             req = PullRequest(reply=reply, batch=fetch.batch, max_bytes=max_bytes,
-                              expires=expires, no_wait=no_wait, heartbeat=heartbeat)
+                              expires=expires, no_wait=no_wait, heartbeat=heartbeat,
+                              group=group, min_pending=min_pending,
+                              min_ack_pending=min_ack_pending, pin_id=pin_id,
+                              priority=priority)
             if self.engine.config.is_push:
                 fetch.eager = True
                 await self._push(fetch, reply, max_bytes, expires)
@@ -401,6 +408,13 @@ class ConsumerReplica:
         if self.engine.num_waiting:
             self._dispatch(self.engine.serve())
         return await self.info()
+
+    async def unpin(self, group: str) -> bool:
+        """``$JS.API.CONSUMER.UNPIN``: the group's pinned client loses its pin; a waiting
+        standby pull gets it with the next message."""
+        self._require_leader()
+        self._dispatch(self.engine.unpin(group))
+        return True
 
     async def info(self) -> dict[str, Any]:
         self._require_leader()

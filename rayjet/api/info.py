@@ -103,6 +103,15 @@ class SequenceInfo(Wire):
 
 
 @dataclass(frozen=True)
+class PriorityGroupState(Wire):
+    """A priority group of a consumer: who holds its pin (pinned_client), and since when."""
+
+    group: str = ""
+    pinned_client_id: str | None = None
+    pinned_ts: datetime | None = wire_field(None, kind=TIME)
+
+
+@dataclass(frozen=True)
 class ConsumerInfo(Wire):
     stream_name: str = ""
     name: str = ""
@@ -122,6 +131,9 @@ class ConsumerInfo(Wire):
     paused: bool = False
     pause_remaining: float | None = wire_field(None, kind=DURATION)
     timestamp: datetime | None = wire_field(None, kind=TIME, wire="ts")
+    # consumers with priority groups: one entry, for the first group (as nats-server)
+    priority_groups: tuple[PriorityGroupState, ...] = wire_field(
+        (), kind=OBJS, type_=PriorityGroupState)
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,22 @@ from typing import Any
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from rayjet.api.headers import get_header
 from rayjet.client.messages import AckSender, Msg
 from rayjet.errors import (
     APIError,
     BadRequestError,
     ConsumerNotFoundError,
+    InvalidPriorityGroupError,
     NoMessagesError,
+    PinIdMismatchError,
     TimeoutError,
 )
 from rayjet.subjects import validate_filter
 
 PUSH_BATCH = 256
 PUSH_POLL = 1.0  # seconds one push poll waits for messages
+PIN_ID_HEADER = "Nats-Pin-Id"
 
 
 def _consumer_config(config: ConsumerConfig | dict | None, params: dict) -> ConsumerConfig:
@@ -86,9 +90,16 @@ class ConsumersAPI:
     def consumer_advisories(self, stream: str, name: str) -> list[tuple[str, dict]]:
         """Advisories and metrics the consumer emitted since the last call, as
         ``(subject, body)``: ack samples (``$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<name>``,
-        per ``sample_freq``), max deliveries, naks and terminated messages
-        (``$JS.EVENT.ADVISORY.CONSUMER.*``), with nats-server's JSON bodies."""
+        per ``sample_freq``), max deliveries, naks, terminated messages and priority-group
+        pins (``$JS.EVENT.ADVISORY.CONSUMER.*``), with nats-server's JSON bodies."""
         return self._consumer_router(stream, name).call("advisories", timeout=self.timeout)
+
+    def unpin_consumer(self, stream: str, name: str, group: str) -> bool:
+        """``$JS.API.CONSUMER.UNPIN``: the pinned client of ``group`` (a pinned_client
+        consumer) loses its pin; the next message pins a waiting standby pull. Its next pull
+        with the old id gets :class:`PinIdMismatchError`."""
+        return bool(self._consumer_router(stream, name).call("unpin", group,
+                                                              timeout=self.timeout))
 
     def consumer_names(self, stream: str) -> list[str]:
         return [ca["name"] for ca in self._meta_call("list_consumers", stream)]
@@ -188,11 +199,20 @@ class PullSubscription:
         self.router = js._consumer_router(stream, name)
         self.acks = AckSender(self.router, js.timeout)
         self._closed = False
+        self.pin_id = ""  # pinned_client: the pin this subscription holds ("" none)
 
     def fetch(self, batch: int = 1, timeout: float | None = 5.0, max_bytes: int = 0,
-              heartbeat: float = 0.0) -> list[Msg]:
+              heartbeat: float = 0.0, *, group: str | None = None, min_pending: int = 0,
+              min_ack_pending: int = 0, priority: int = 0) -> list[Msg]:
         """Up to ``batch`` messages: what is there now, else wait up to ``timeout`` for at
-        least one. Raises :class:`NoMessagesError` (a TimeoutError) when none came."""
+        least one. Raises :class:`NoMessagesError` (a TimeoutError) when none came.
+
+        Consumers with priority groups need ``group``. Overflow: ``min_pending`` /
+        ``min_ack_pending`` hold the pull back until the consumer is that far behind.
+        Pinned client: the subscription keeps the ``Nats-Pin-Id`` it was given and sends it
+        along; :class:`PinIdMismatchError` when another client got the pin (the id is
+        dropped, so the next fetch waits as a standby). ``priority`` 0..9: lower is served
+        first (prioritized) or pinned first (pinned client)."""
         if self._closed:
             raise BadRequestError("the subscription is closed")
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -200,27 +220,46 @@ class PullSubscription:
         timeout = 5.0 if timeout is None else timeout
         if timeout <= 0:
             raise BadRequestError(f"timeout must be positive, not {timeout!r}")
+        pg: dict[str, Any] = {}
+        if group is not None:
+            pg = {"group": group, "min_pending": min_pending,
+                  "min_ack_pending": min_ack_pending, "priority": priority}
         self.acks.flush()  # acks first: they may free room under max_ack_pending
-        msgs = self._pull(batch, 0.0, max_bytes, True, 0.0, timeout)
+        msgs = self._pull(batch, 0.0, max_bytes, True, 0.0, timeout, pg)
         if msgs:
             return msgs
-        msgs = self._pull(1, timeout, max_bytes, False, heartbeat, timeout)
+        msgs = self._pull(1, timeout, max_bytes, False, heartbeat, timeout, pg)
         if not msgs:
             raise NoMessagesError(f"no messages from {self.stream} > {self.name} within "
                                   f"{timeout:.1f}s")
         if batch > 1:
-            msgs += self._pull(batch - 1, 0.0, max_bytes, True, 0.0, timeout)
+            msgs += self._pull(batch - 1, 0.0, max_bytes, True, 0.0, timeout, pg)
         return msgs
 
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
-              heartbeat: float, timeout: float) -> list[Msg]:
+              heartbeat: float, timeout: float, pg: dict[str, Any]) -> list[Msg]:
         deadline = time.monotonic() + timeout + 10.0
         while True:
+            if pg and self.pin_id:
+                pg = {**pg, "pin_id": self.pin_id}
             out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                                   timeout=max(deadline - time.monotonic(), 1.0))
+                                   timeout=max(deadline - time.monotonic(), 1.0), **pg)
+            msgs = [Msg(raw, self.acks) for raw in out["messages"]]
+            for raw in out["messages"]:
+                pin = get_header(raw["hdr"], PIN_ID_HEADER) if raw["hdr"] else None
+                if pin:
+                    self.pin_id = pin
             status = out["status"]
-            if out["messages"] or not status or status[0] != 409:
-                return [Msg(raw, self.acks) for raw in out["messages"]]
+            if status and status[0] == 423:
+                self.pin_id = ""  # the pin moved on: the next pull waits as a standby
+                if not msgs:
+                    raise PinIdMismatchError(f"{status[0]} {status[1]}")
+            if status and status[0] == 400 and not msgs:
+                if "Invalid Priority Group" in status[1]:
+                    raise InvalidPriorityGroupError(f"{status[0]} {status[1]}")
+                raise BadRequestError(f"{status[0]} {status[1]}")
+            if msgs or not status or status[0] != 409:
+                return msgs
             # nothing was handed out: after a leadership change ask the new leader
             if "Leadership Change" not in status[1] or time.monotonic() >= deadline:
                 raise APIError(f"{status[0]} {status[1]}", spec="CONSUMER_INVALID_POLICY")

@@ -10,12 +10,14 @@ each other; a leader change rebuilds the view from the committed state.
 
 Leader-local, never replicated (lost on a leader change, like nats-server): the redelivery
 queue, waiting pull requests, the read position past filtered-out messages, the replay and
-rate-limit pacing. Time comes in as ``now`` (ns) or from the injected clock, and every
-timestamp a replica needs travels inside the ops.
+rate-limit pacing, and the pin of a pinned_client priority group (a new leader starts
+unpinned and pins again on its first delivery). Time comes in as ``now`` (ns) or from the
+injected clock, and every timestamp a replica needs travels inside the ops.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections import deque
 
@@ -23,7 +25,14 @@ import msgpack
 
 from rayjet.api import ConsumerConfig, ConsumerInfo, SequenceInfo, StreamConfig
 from rayjet.api.consumer import consumer_defaults
-from rayjet.api.enums import AckPolicy, DeliverPolicy, ReplayPolicy, RetentionPolicy
+from rayjet.api.enums import (
+    AckPolicy,
+    DeliverPolicy,
+    PriorityPolicy,
+    ReplayPolicy,
+    RetentionPolicy,
+)
+from rayjet.api.info import PriorityGroupState
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
 from rayjet.engine import consumer_waiting as W
 from rayjet.engine.consumer_ops import (
@@ -40,11 +49,16 @@ from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, Consum
 from rayjet.engine.consumer_types import (
     ACK_METRIC,
     ACK_METRIC_TYPE,
+    GROUP_PINNED,
+    GROUP_PINNED_TYPE,
+    GROUP_UNPINNED,
+    GROUP_UNPINNED_TYPE,
     MAX_DELIVER_TYPE,
     MAX_DELIVERIES,
     MSG_NAKED,
     MSG_TERMINATED,
     NAK_TYPE,
+    PIN_ID_HEADER,
     TERM_REASON_DELETED,
     TERMINATED_TYPE,
     AckOutcome,
@@ -71,6 +85,29 @@ from rayjet.subjects import matches_any
 _SNAP_VERSION = 1
 _READ_AHEAD = 256  # most messages read from the stream in one call
 _NS = NANOS_PER_SECOND
+_OVERFLOW, _PINNED, _PRIORITIZED = (PriorityPolicy.OVERFLOW, PriorityPolicy.PINNED_CLIENT,
+                                    PriorityPolicy.PRIORITIZED)
+_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def new_pin_id() -> str:
+    """A 22-character id like a NATS nuid, from the OS's randomness: a new leader must never
+    hand out an id an earlier leader gave someone else."""
+    n = int.from_bytes(os.urandom(17), "big")
+    out = []
+    for _ in range(22):
+        n, r = divmod(n, 62)
+        out.append(_B62[r])
+    return "".join(out)
+
+
+def with_header(hdr: bytes, name: str, value: str) -> bytes:
+    """``hdr`` (a NATS/1.0 block, or empty) with one more header line."""
+    line = f"{name}: {value}\r\n".encode()
+    if not hdr:
+        return b"NATS/1.0\r\n" + line + b"\r\n"
+    body = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else hdr
+    return bytes(body) + line + b"\r\n"
 
 
 class _Cand:
@@ -125,7 +162,10 @@ class ConsumerEngine:
         self._rdq: deque[int] = deque()
         self._rdq_set: set[int] = set()
         self._lss: deque[int] = deque()  # last_per_subject catch-up list
-        self._waiting = W.WaitQueue(self.config.max_waiting or 0)
+        self._waiting = self._new_wait_queue()
+        self._pin = ""  # pinned_client: the current pin id ("" none)
+        self._pin_ts = 0  # when it was handed out
+        self._pin_seen = 0  # the pinned client's last pull (priority_timeout runs from it)
         self._replay_until = 0
         self._replay_lts = 0
         self._replay_due = 0
@@ -149,12 +189,23 @@ class ConsumerEngine:
         self._rate_bps = cfg.rate_limit_bps
         self._lps = cfg.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
         self._forward = self.stream_config.retention is not RetentionPolicy.LIMITS
+        self._policy = cfg.priority_policy
+        self._pin_ttl = to_ns(cfg.priority_timeout) if cfg.priority_timeout else 0
+
+    def _new_wait_queue(self) -> W.WaitQueue:
+        return W.WaitQueue(self.config.max_waiting or 0, prioritized=self._policy is _PRIORITIZED)
 
     def update_config(self, config: ConsumerConfig) -> None:
         """Take an edited config (the editable fields: ack_wait, backoff, max_deliver,
         max_ack_pending, sample_freq, rate limit, request limits, ...)."""
         self._set_config(consumer_defaults(config, self.stream_config))
-        self._waiting.max_waiting = self.config.max_waiting or 0
+        wq = self._waiting
+        wq.max_waiting = self.config.max_waiting or 0
+        if self._policy is _PRIORITIZED and not wq.prioritized:
+            wq.items = deque(sorted(wq.items, key=lambda w: w.priority))
+        wq.prioritized = self._policy is _PRIORITIZED
+        if self._policy is not _PINNED:
+            self._clear_pin()
 
     # -- leadership ------------------------------------------------------------------------------
     @property
@@ -176,7 +227,8 @@ class ConsumerEngine:
         self._inflight.clear()
         self._rdq.clear()
         self._rdq_set.clear()
-        self._waiting = W.WaitQueue(self.config.max_waiting or 0)
+        self._waiting = self._new_wait_queue()
+        self._clear_pin()
         self._active_ns = max(self._active_ns, now)
         ops: list[ConsumerOp] = []
         if not self.state.started:
@@ -195,6 +247,7 @@ class ConsumerEngine:
     def set_follower(self) -> list[RequestStatus]:
         """Stop deciding; the waiting pull requests end (409 Leadership Change)."""
         statuses = self._waiting.clear(W.LEADERSHIP_CHANGE)
+        self._clear_pin()
         self._leader = False
         self._view = None
         self._inflight.clear()
@@ -282,7 +335,8 @@ class ConsumerEngine:
         self._check_leader()
         now = self.clock.now_ns() if now is None else now
         out = Batch()
-        status = self._check_request(req)
+        self._expire_pin(now, out)
+        status = self._check_request(req) or self._check_group(req, now)
         if status is not None:
             out.statuses.append(status)
             return out
@@ -295,13 +349,15 @@ class ConsumerEngine:
             if avail == 0 and not req.expires:
                 out.statuses.append(RequestStatus(req.reply, *W.NO_MESSAGES))
                 return out
-            if avail and avail < wq.wanted():
+            if avail and avail < self._wanted():
                 out.statuses.append(RequestStatus(req.reply, *W.REQUESTS_PENDING))
                 return out
         hb = to_ns(req.heartbeat)
         w = W.Waiting(req.reply, max(req.batch, 1), max(req.max_bytes, 0),
                       now + to_ns(req.expires) if req.expires else 0, req.no_wait, hb,
-                      now + hb if hb else 0, now)
+                      now + hb if hb else 0, now, priority=req.priority,
+                      min_pending=max(req.min_pending, 0),
+                      min_ack_pending=max(req.min_ack_pending, 0), pin=req.pin_id)
         if not wq.add(w):
             if not hb:  # a client with heartbeats waits for them instead of retrying at once
                 out.statuses.append(w.status(W.EXCEEDED_MAX_WAITING, with_pending=False))
@@ -326,6 +382,39 @@ class ConsumerEngine:
                 reply, 409, f"Exceeded MaxRequestMaxBytes of {cfg.max_request_max_bytes}")
         return None
 
+    def _check_group(self, req: PullRequest, now: int) -> RequestStatus | None:
+        """The priority-group fields of a pull, checked as nats-server does; a pull from
+        the pinned client (its pin id) keeps the pin alive for another priority_timeout."""
+        policy, reply = self._policy, req.reply
+        if (req.min_pending or req.min_ack_pending) and policy is not _OVERFLOW:
+            return RequestStatus(reply, 400, "Bad Request - Not a Overflow Priority consumer")
+        if req.pin_id and policy is not _PINNED:
+            return RequestStatus(reply, 400, "Bad Request - Not a Pinned Client Priority consumer")
+        if not 0 <= req.priority <= 9:
+            return RequestStatus(reply, 400, "Bad Request - Priority must be between 0 and 9")
+        if policy is PriorityPolicy.NONE:
+            return None
+        if not req.group:
+            return RequestStatus(reply, 400, "Bad Request - Priority Group missing")
+        if req.group not in self.config.priority_groups:
+            return RequestStatus(reply, 400, "Bad Request - Invalid Priority Group")
+        if self._pin and req.pin_id:
+            if req.pin_id != self._pin:
+                return RequestStatus(reply, 423, "Nats-Pin-Id mismatch")
+            self._pin_seen = now
+        return None
+
+    def _wanted(self) -> int:
+        """Messages the waiting requests that may be served now still want (a no_wait pull
+        is refused with 408 when the stream has fewer)."""
+        wq = self._waiting
+        if self._policy is _PINNED:
+            return sum(w.n for w in wq.items if self._pin and w.pin == self._pin)
+        if self._policy is _OVERFLOW:
+            npc, acks = self._num_pending(self._sseq), len(self._view.pending)
+            return sum(w.n for w in wq.items if self._overflow_ok(w, npc, acks))
+        return wq.wanted()
+
     def serve(self, now: int | None = None) -> Batch:
         """Give waiting pull requests what is available now (call when the stream grew, an
         ack freed room under max_ack_pending, a redelivery came due, or a request timer
@@ -338,28 +427,37 @@ class ConsumerEngine:
 
     def _serve(self, now: int, out: Batch) -> None:
         wq = self._waiting
+        self._expire_pin(now, out)
         out.statuses.extend(wq.expire(now))
         if not wq:
             return
         rnd = _Round(now, out, self._view.dcseq + 1)
-        exhausted = False
+        exhausted = blocked = False
         want = wq.wanted()
         while wq:
             cand = self._peek(rnd, want)
             if cand is None:
                 exhausted = True
                 break
-            w = wq.head()
+            w = wq.head() if self._policy is PriorityPolicy.NONE else self._pick(rnd, out)
+            if w is None:
+                blocked = True  # messages wait, but no waiting request may have them now
+                break
             if w.b:
                 size = cand.delivery.size
                 if size > w.b:
                     out.statuses.append(w.status(W.MAX_BYTES_EXCEEDED))
-                    wq.drop_head()
+                    wq.remove(w)
                     continue
                 w.b -= size
                 if w.b == 0:
                     w.n = 1
-            self._take(rnd, cand, w.reply)
+            pin = ""
+            if self._policy is _PINNED:
+                if not self._pin:
+                    self._assign_pin(w, now, out)
+                pin = self._pin
+            self._take(rnd, cand, w.reply, pin)
             want -= 1
             w.n -= 1
             w.d += 1
@@ -370,8 +468,80 @@ class ConsumerEngine:
                 out.statuses.append(w.status(W.BATCH_COMPLETED))
         self._finish(rnd)
         wq.last_ns = now if rnd.items else wq.last_ns
-        if exhausted and not out.stalled:
+        # a no_wait pull held back by its priority group ends as at the end of the stream
+        if exhausted and not out.stalled or blocked:
             out.statuses.extend(wq.end_of_stream())
+
+    # -- priority groups ---------------------------------------------------------------------------
+    def _pick(self, rnd: _Round, out: Batch) -> W.Waiting | None:
+        """The waiting request the next message goes to under the priority policy (None:
+        none may have it now). Pinned: requests with an outdated pin id end with 423."""
+        wq = self._waiting
+        if self._policy is _PRIORITIZED:
+            return wq.head()  # sorted by priority
+        if self._policy is _OVERFLOW:
+            # rnd.npc counts the candidate itself, as num_pending does before it goes out
+            acks = len(self._view.pending) + (rnd.new if self._ack_mode != ACK_NONE else 0)
+            return next((w for w in wq.items if self._overflow_ok(w, rnd.npc, acks)), None)
+        pin = self._pin
+        for w in [w for w in wq.items if w.pin and w.pin != pin]:
+            out.statuses.append(w.status(W.WRONG_PIN_ID))
+            wq.remove(w)
+        if pin:
+            return next((w for w in wq.items if w.pin == pin), None)
+        # a new pin: the lowest priority number, the earliest pull among equals
+        return min(wq.items, key=lambda w: w.priority, default=None)
+
+    @staticmethod
+    def _overflow_ok(w: W.Waiting, num_pending: int, num_ack_pending: int) -> bool:
+        """Overflow: a pull with conditions is served once either one holds."""
+        if not w.min_pending and not w.min_ack_pending:
+            return True
+        return bool(w.min_pending and num_pending >= w.min_pending
+                    or w.min_ack_pending and num_ack_pending >= w.min_ack_pending)
+
+    def _group(self) -> str:
+        return self.config.priority_groups[0] if self.config.priority_groups else ""
+
+    def _assign_pin(self, w: W.Waiting, now: int, out: Batch) -> None:
+        self._pin = w.pin = new_pin_id()
+        self._pin_ts = self._pin_seen = now
+        out.advisories.append(self._advisory(GROUP_PINNED, GROUP_PINNED_TYPE, now,
+                                             group=self._group(), pinned_id=self._pin))
+
+    def _clear_pin(self) -> None:
+        self._pin, self._pin_ts, self._pin_seen = "", 0, 0
+
+    def _expire_pin(self, now: int, out: Batch) -> None:
+        """The pinned client made no pull for priority_timeout: the next delivery pins anew."""
+        if self._pin and self._pin_ttl and now - self._pin_seen >= self._pin_ttl:
+            self._clear_pin()
+            out.advisories.append(self._advisory(GROUP_UNPINNED, GROUP_UNPINNED_TYPE, now,
+                                                 group=self._group(), reason="timeout"))
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self._pin)
+
+    def next_pin_deadline(self) -> int:
+        """When the current pin runs out unless its client pulls again (0: no pin)."""
+        return self._pin_seen + self._pin_ttl if self._pin and self._pin_ttl else 0
+
+    def unpin(self, group: str, now: int | None = None) -> Batch:
+        """The UNPIN API: drop the group's pin (advisory, reason "admin") and serve at once,
+        so a waiting standby pull becomes the pinned client."""
+        self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        if not group:
+            raise error_for("INVALID_JSON", err="consumer group not specified")
+        if group not in self.config.priority_groups:
+            raise error_for("CONSUMER_INVALID_PRIORITY_GROUP")
+        out = Batch()
+        self._clear_pin()
+        out.advisories.append(self._advisory(GROUP_UNPINNED, GROUP_UNPINNED_TYPE, now,
+                                             group=group, reason="admin"))
+        self._serve(now, out)
+        return out
 
     def _available(self) -> int:
         """Messages that could go out now: pending in the stream plus queued redeliveries."""
@@ -443,9 +613,13 @@ class ConsumerEngine:
                      msg.ts, pending)
         return _Cand(msg, dc, kind, d)
 
-    def _take(self, rnd: _Round, cand: _Cand, reply: str) -> None:
+    def _take(self, rnd: _Round, cand: _Cand, reply: str, pin: str = "") -> None:
         rnd.cand = None
         msg, d = cand.msg, cand.delivery
+        if pin:  # after the max_bytes check, as nats-server adds it
+            d = Delivery(d.subject, with_header(d.hdr, PIN_ID_HEADER, pin), d.data, d.stream,
+                         d.consumer, d.stream_seq, d.consumer_seq, d.num_delivered,
+                         d.timestamp, d.num_pending)
         if cand.kind == _REDELIVERY:
             self._rdq.popleft()
             self._rdq_set.discard(msg.seq)
@@ -794,6 +968,12 @@ class ConsumerEngine:
             num_waiting = sum(1 for w in self._waiting.items
                               if not w.expires_ns or now < w.expires_ns)
         num_redelivered = len(view.redelivered) if self.config.max_deliver != 1 else 0
+        groups: tuple[PriorityGroupState, ...] = ()
+        if self.config.priority_groups:  # one state, for the first group, as nats-server
+            pinned = self._pin and self._leader and not (
+                self._pin_ttl and now - self._pin_seen >= self._pin_ttl)
+            groups = (PriorityGroupState(self._group(), self._pin if pinned else None,
+                                         dt(self._pin_ts) if pinned else None),)
         paused, remaining = False, None
         pu = self.config.pause_until
         if pu is not None:
@@ -807,7 +987,8 @@ class ConsumerEngine:
             ack_floor=SequenceInfo(st.acseq, st.asseq, dt(st.last_ack_ns)),
             num_ack_pending=len(view.pending), num_redelivered=num_redelivered,
             num_waiting=num_waiting, num_pending=self.num_pending(),
-            paused=paused, pause_remaining=remaining, timestamp=dt(now))
+            paused=paused, pause_remaining=remaining, timestamp=dt(now),
+            priority_groups=groups)
 
 
 __all__ = ["ConsumerEngine", "go_duration", "headers_only", "parse_sample_freq"]

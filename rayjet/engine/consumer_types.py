@@ -20,6 +20,12 @@ NAK_TYPE = "io.nats.jetstream.advisory.v1.nak"
 TERMINATED_TYPE = "io.nats.jetstream.advisory.v1.terminated"
 # the term reason used when a message to redeliver has left the stream
 TERM_REASON_DELETED = "Unacknowledged message was deleted"
+# priority groups (pinned_client): the pin header, and the advisories when a pin is set or lost
+PIN_ID_HEADER = "Nats-Pin-Id"
+GROUP_PINNED = "$JS.EVENT.ADVISORY.CONSUMER.PINNED"
+GROUP_UNPINNED = "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED"
+GROUP_PINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_pinned"
+GROUP_UNPINNED_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +93,14 @@ def parse_ack_reply(subject: str) -> AckReply | None:
 
 @dataclass(frozen=True, slots=True)
 class PullRequest:
-    """A pull (fetch) request: ``expires``/``heartbeat`` in seconds, 0 for none."""
+    """A pull (fetch) request: ``expires``/``heartbeat`` in seconds, 0 for none.
+
+    Priority groups (consumers with a ``priority_policy``): ``group`` names the group the
+    pull belongs to; ``min_pending``/``min_ack_pending`` hold it back until the consumer is
+    that far behind (overflow); ``pin_id`` is the id a pinned client got in ``Nats-Pin-Id``
+    (pinned_client, ``id`` on the wire); ``priority`` 0..9, lower is served first
+    (prioritized) or pinned first (pinned_client).
+    """
 
     reply: str = ""
     batch: int = 1
@@ -95,6 +108,11 @@ class PullRequest:
     expires: float = 0.0
     no_wait: bool = False
     heartbeat: float = 0.0
+    group: str = ""
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    pin_id: str = ""
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +189,10 @@ class ConsumerApplyResult:
 
 
 __all__ = [
-    "ACK_METRIC", "ACK_METRIC_TYPE", "MAX_DELIVERIES", "MAX_DELIVER_TYPE", "MSG_NAKED",
-    "MSG_TERMINATED", "NAK_TYPE", "TERMINATED_TYPE", "TERM_REASON_DELETED", "AckOutcome",
+    "ACK_METRIC", "ACK_METRIC_TYPE", "GROUP_PINNED", "GROUP_PINNED_TYPE", "GROUP_UNPINNED",
+    "GROUP_UNPINNED_TYPE", "MAX_DELIVERIES", "MAX_DELIVER_TYPE", "MSG_NAKED",
+    "MSG_TERMINATED", "NAK_TYPE", "PIN_ID_HEADER", "TERMINATED_TYPE", "TERM_REASON_DELETED",
+    "AckOutcome",
     "AckReply", "Advisory", "Batch", "ConsumerApplyResult", "Delivery", "PullRequest",
     "RequestStatus", "parse_ack_reply",
 ]

@@ -4,6 +4,11 @@ Requests are served round robin, one message at a time: the request at the head 
 next message and, if it still wants more, moves to the back (as nats-server's wait queue).
 A request ends when its batch is full, its max_bytes cannot fit the next message, it
 expires (408), or, for no_wait, the stream has nothing more for it (404).
+
+With the ``prioritized`` priority policy the queue stays sorted by request priority (lower
+first, arrival order within a priority), so round robin happens within the lowest priority
+that is waiting. The engine may serve a request other than the head (priority groups);
+:meth:`WaitQueue.served` and :meth:`WaitQueue.remove` take any waiting request.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ BATCH_COMPLETED = (409, "Batch Completed")
 LEADERSHIP_CHANGE = (409, "Leadership Change")
 CONSUMER_DELETED = (409, "Consumer Deleted")
 PUSH_BASED = (409, "Consumer is push based")
+# a waiting pull carries a pin id that is no longer the consumer's pin
+WRONG_PIN_ID = (423, "Nats-Wrong-Pin-Id")
 IDLE_HEARTBEAT = (100, "Idle Heartbeat")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity: two requests are never "the same"
 class Waiting:
     reply: str
     n: int  # messages still wanted
@@ -36,6 +43,11 @@ class Waiting:
     hb_next_ns: int
     received_ns: int
     d: int = 0  # messages delivered so far
+    # priority groups
+    priority: int = 0
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    pin: str = ""  # the pin id the request carries (set when it gets pinned)
 
     def status(self, code_desc: tuple[int, str], with_pending: bool = True) -> RequestStatus:
         code, desc = code_desc
@@ -45,8 +57,9 @@ class Waiting:
 
 
 class WaitQueue:
-    def __init__(self, max_waiting: int) -> None:
+    def __init__(self, max_waiting: int, *, prioritized: bool = False) -> None:
         self.max_waiting = max_waiting
+        self.prioritized = prioritized
         self.items: deque[Waiting] = deque()
         self.last_ns = 0  # last time a request arrived or was served (inactivity)
 
@@ -63,17 +76,39 @@ class WaitQueue:
     def add(self, w: Waiting) -> bool:
         if self.full:
             return False
-        self.items.append(w)
+        self._enqueue(w)
         return True
+
+    def _enqueue(self, w: Waiting) -> None:
+        items = self.items
+        if not self.prioritized or not items or items[-1].priority <= w.priority:
+            items.append(w)
+            return
+        # behind every request of the same or a lower priority number
+        i = len(items)
+        while i > 0 and items[i - 1].priority > w.priority:
+            i -= 1
+        items.insert(i, w)
 
     def head(self) -> Waiting | None:
         return self.items[0] if self.items else None
 
     def served(self, w: Waiting) -> None:
-        """``w`` (the head) got one message: drop it when done, else send it to the back."""
-        self.items.popleft()
+        """``w`` got one message: drop it when done, else send it to the back (of its
+        priority, when prioritized)."""
+        self.remove(w)
         if w.n > 0:
-            self.items.append(w)
+            self._enqueue(w)
+
+    def remove(self, w: Waiting) -> None:
+        items = self.items
+        if items and items[0] is w:
+            items.popleft()
+            return
+        for i, x in enumerate(items):
+            if x is w:
+                del items[i]
+                return
 
     def drop_head(self) -> None:
         self.items.popleft()
@@ -129,5 +164,5 @@ class WaitQueue:
 __all__ = [
     "BATCH_COMPLETED", "CONSUMER_DELETED", "EXCEEDED_MAX_WAITING", "IDLE_HEARTBEAT",
     "LEADERSHIP_CHANGE", "MAX_BYTES_EXCEEDED", "NO_MESSAGES", "PUSH_BASED", "REQUESTS_PENDING",
-    "REQUEST_TIMEOUT", "WaitQueue", "Waiting",
+    "REQUEST_TIMEOUT", "WRONG_PIN_ID", "WaitQueue", "Waiting",
 ]

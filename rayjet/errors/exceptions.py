@@ -200,6 +200,16 @@ class MaximumConsumersError(BadRequestError):
     spec_name = "CONSUMER_MAX_CONSUMERS"
 
 
+class InvalidPriorityGroupError(BadRequestError):
+    spec_name = "CONSUMER_INVALID_PRIORITY_GROUP"
+
+
+class PinIdMismatchError(APIError):
+    """A pull carried a pin id that is not (or no longer) the pinned client's: status 423."""
+
+    spec_name = "CONSUMER_PIN_ID_MISMATCH"
+
+
 # -- key-value -----------------------------------------------------------------------------
 class KeyValueError(APIError):
     spec_name = "BAD_REQUEST"

@@ -324,6 +324,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     E("CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY", 400, 10197,
       "PinnedTTL cannot be set when PriorityPolicy is none",
       "set priority_policy=pinned_client, or drop priority_timeout"),
+    E("CONSUMER_INVALID_PRIORITY_GROUP", 400, 10160,
+      "Provided priority group does not exist for this consumer",
+      "name one of the consumer's priority_groups"),
     E("CONSUMER_ACK_WAIT_NEGATIVE", 400, 10183, "consumer ack wait needs to be positive",
       "set ack_wait > 0"),
     E("CONSUMER_BACKOFF_NEGATIVE", 400, 10184, "consumer backoff needs to be positive",
@@ -337,6 +340,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     # -- client-side (nats-py has these without a server err_code) -------------------------
     E("TIMEOUT", 408, 0, "timeout: {err}", "retry, or give a longer timeout"),
     E("NO_MESSAGES", 404, 0, "no messages", "nothing is pending; fetch again later"),
+    E("CONSUMER_PIN_ID_MISMATCH", 423, 0, "Nats-Pin-Id mismatch",
+      "another client holds the pin of this priority group now; fetch again (without the old "
+      "pin id) to wait as a standby"),
     E("NOT_LEADER", 503, 10009, "not the leader of {group}",
       "the client retries on the current leader; if it persists the group has no quorum"),
     E("STORE_CORRUPT", 500, 10077, "store corruption: {err}",
