@@ -98,15 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-nats", action="store_true")
+    ap.add_argument("--replay", type=int, default=None, help="messages for the ordered replay")
+    ap.add_argument("--replay-only", action="store_true", help="skip fetch(500)+ack")
     args = ap.parse_args(argv)
     count = 10_000 if args.quick else 50_000
-    replay = 20_000 if args.quick else 200_000
+    replay = args.replay or (20_000 if args.quick else 200_000)
     import rayjet
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="rayjet-bench-") as data_dir:
         with rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=60) as js:
-            for setup, (storage, replicas) in SETUPS.items():
+            for setup, (storage, replicas) in ({} if args.replay_only else SETUPS).items():
                 theirs = None if args.no_nats else nats_fetch_ack(setup, count)
                 ours = rj_fetch_ack(js, storage, replicas, count)
                 assert ours.stored == count, f"ack floor {ours.stored} != {count}"
@@ -115,8 +117,14 @@ def main(argv: list[str] | None = None) -> int:
                              nb.fmt_ratio(nb.ratio(ours.msgs_per_s, theirs.msgs_per_s))
                              if theirs else "-"])
             rp = rj_ordered_replay(js, replay)
+            theirs = None
+            if not args.no_nats:
+                with nb.NatsServer() as srv:
+                    theirs, _ = nb.ordered_replay(srv.urls, size=SIZE, count=replay)
             rows.append([f"ordered replay of {replay} msgs", nb.fmt_num(rp.msgs_per_s, " msg/s"),
-                         "-", "-"])
+                         nb.fmt_num(theirs.msgs_per_s, " msg/s") if theirs else "-",
+                         nb.fmt_ratio(nb.ratio(rp.msgs_per_s, theirs.msgs_per_s))
+                         if theirs else "-"])
     nb.print_table(["what", "rayjet", "nats-server", "ratio"], rows,
                    title=f"Consuming, {SIZE}-byte messages (ratio > 1: rayjet faster)")
     return 0

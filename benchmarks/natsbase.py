@@ -798,6 +798,42 @@ async def object_put_get_async(
     return mk("put", t_put, -1), mk("get", t_get, ok)
 
 
+async def ordered_replay_async(
+    urls: Sequence[str],
+    size: int = DEFAULT_SIZE,
+    count: int = 100_000,
+    storage: str = "file",
+    keep_rows: bool = False,
+) -> tuple[Throughput, list[tuple]]:
+    """Fill a stream (untimed), then read it whole with an ordered push consumer (nats-py
+    ``js.subscribe(ordered_consumer=True)`` with a callback); msg/s of the read. With
+    ``keep_rows`` also returns ``(subject, seq, ts, data)`` of every message."""
+    payload = os.urandom(size)
+    async with _connect(urls) as (_nc, js), _temp_stream(js, storage, 1) as (name, subj):
+        await _fill(js, subj, payload, count)
+        rows: list[tuple] = []
+        got = 0
+        done = asyncio.Event()
+
+        async def on_msg(msg) -> None:
+            nonlocal got
+            got += 1
+            if keep_rows:
+                md = msg.metadata
+                rows.append((msg.subject, md.sequence.stream, md.timestamp, msg.data))
+            if got >= count:
+                done.set()
+
+        t0 = time.perf_counter()
+        sub = await js.subscribe(subj, ordered_consumer=True, cb=on_msg,
+                                 pending_msgs_limit=-1, pending_bytes_limit=-1)
+        await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 2000))
+        elapsed = time.perf_counter() - t0
+        await sub.unsubscribe()
+    return Throughput(name=f"ordered replay {storage}", count=count, size=size,
+                      seconds=elapsed, msgs_per_s=count / elapsed, stored=got), rows
+
+
 def _run(coro):
     """asyncio.run, or (when called from inside a running event loop) asyncio.run in a helper
     thread, so the synchronous API also works from async code (it blocks that loop meanwhile)."""
@@ -824,6 +860,11 @@ def async_publish_throughput(urls: Sequence[str], **kw) -> Throughput:
 def fetch_ack_throughput(urls: Sequence[str], **kw) -> Throughput:
     """Pull ``fetch(batch)`` + per-message ack of a pre-filled stream; msg/s."""
     return _run(fetch_ack_throughput_async(urls, **kw))
+
+
+def ordered_replay(urls: Sequence[str], **kw) -> tuple[Throughput, list[tuple]]:
+    """A whole stream read by an ordered consumer; msg/s (and the rows with keep_rows)."""
+    return _run(ordered_replay_async(urls, **kw))
 
 
 def kv_put_get(urls: Sequence[str], **kw) -> tuple[Latency, Latency]:

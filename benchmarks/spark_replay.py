@@ -20,7 +20,6 @@ the hand-over to Spark), printed beside the Spark session's start-up time.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -74,34 +73,6 @@ def rayjet_replay(js, spark, name: str, count: int) -> dict[str, float]:
     return {"total": total, "read": read, "handover": handover}
 
 
-async def _nats_fill_and_read(url: str, count: int, payload: bytes) -> tuple[list, float]:
-    import nats
-    from nats.js.api import StorageType, StreamConfig
-
-    nc = await nats.connect(url)
-    js = nc.jetstream(publish_async_max_pending=4000)
-    await js.add_stream(StreamConfig(name="REPLAY", subjects=["replay.>"],
-                                     storage=StorageType.FILE))
-    await nb._fill(js, SUBJECT, payload, count)
-    rows: list[tuple] = []
-    done = asyncio.Event()
-
-    async def on_msg(msg) -> None:
-        md = msg.metadata
-        rows.append((msg.subject, md.sequence.stream, md.timestamp, msg.data))
-        if len(rows) >= count:
-            done.set()
-
-    t0 = time.perf_counter()
-    sub = await js.subscribe(SUBJECT, ordered_consumer=True, cb=on_msg,
-                             pending_msgs_limit=-1, pending_bytes_limit=-1)
-    await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 2000))
-    read = time.perf_counter() - t0
-    await sub.unsubscribe()
-    await nc.close()
-    return rows, read
-
-
 def nats_replay(spark, count: int, payload: bytes) -> dict[str, float]:
     from pyspark.sql.types import (
         BinaryType,
@@ -115,7 +86,8 @@ def nats_replay(spark, count: int, payload: bytes) -> dict[str, float]:
     schema = StructType([StructField("subject", StringType()), StructField("seq", LongType()),
                          StructField("ts", TimestampType()), StructField("data", BinaryType())])
     with nb.NatsServer() as srv:
-        rows, read = asyncio.run(_nats_fill_and_read(srv.url, count, payload))
+        thr, rows = nb.ordered_replay(srv.urls, size=len(payload), count=count, keep_rows=True)
+    read = thr.seconds
     t0 = time.perf_counter()
     n = spark.createDataFrame(rows, schema).count()
     handover = time.perf_counter() - t0

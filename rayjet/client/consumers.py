@@ -27,6 +27,8 @@ from rayjet.errors import (
 from rayjet.subjects import validate_filter
 
 PUSH_BATCH = 256
+PUSH_MAX_BATCH = 4096  # ordered consumers grow their polls up to this while they keep up
+PUSH_MAX_PENDING = 65_536  # flow control: no new poll while this many wait to be read
 PUSH_POLL = 1.0  # seconds one push poll waits for messages
 PIN_ID_HEADER = "Nats-Pin-Id"
 
@@ -141,11 +143,18 @@ class ConsumersAPI:
                   ordered_consumer: bool = False, deliver_policy: DeliverPolicy | None = None,
                   config: ConsumerConfig | None = None, cb: Callable[[Msg], None] | None = None,
                   manual_ack: bool = False, headers_only: bool | None = None,
+                  pending_msgs_limit: int = PUSH_MAX_PENDING,
                   **params: Any) -> PushSubscription:
         """A push subscription: messages arrive in the background; iterate them with
         ``messages()``/``next_msg()`` or have ``cb`` called for each. ``queue`` shares one
         consumer among several subscribers (a deliver group); ``ordered_consumer=True``
-        gives every message in stream order exactly once, re-creating its consumer on a gap."""
+        gives every message in stream order exactly once, re-creating its consumer on a gap.
+        Flow control: a poll asks for no more than fits under ``pending_msgs_limit``
+        messages waiting to be read, and none is made while the limit is reached."""
+        if isinstance(pending_msgs_limit, bool) or not isinstance(pending_msgs_limit, int) \
+                or pending_msgs_limit < 1:
+            raise BadRequestError(f"pending_msgs_limit must be a positive number of messages, "
+                                  f"not {pending_msgs_limit!r}")
         stream = self._bind(subject, stream)
         cfg = _consumer_config(config, params)
         changes: dict[str, Any] = {}
@@ -183,7 +192,8 @@ class ConsumersAPI:
             created = self.add_consumer(stream, cfg)
             name = created.name
         sub = PushSubscription(self, stream, name, cfg, ordered=ordered_consumer,
-                               ephemeral=not (durable or queue), cb=cb, manual_ack=manual_ack)
+                               ephemeral=not (durable or queue), cb=cb, manual_ack=manual_ack,
+                               max_pending=pending_msgs_limit)
         # the consumer's state before any delivery (e.g. how many messages it owes now)
         sub.created_info = created
         sub.start()
@@ -284,7 +294,7 @@ class PushSubscription:
 
     def __init__(self, js: ConsumersAPI, stream: str, name: str, config: ConsumerConfig, *,
                  ordered: bool, ephemeral: bool, cb: Callable[[Msg], None] | None,
-                 manual_ack: bool) -> None:
+                 manual_ack: bool, max_pending: int = PUSH_MAX_PENDING) -> None:
         self.js = js
         self.stream = stream
         self.name = name
@@ -294,6 +304,9 @@ class PushSubscription:
         self.cb = cb
         self.manual_ack = manual_ack
         self._queue: queue.Queue = queue.Queue()
+        self._room = threading.Condition()  # signalled when the reader takes messages
+        self.max_pending = max_pending
+        self._batch = PUSH_BATCH
         self._stop = threading.Event()
         self._ack_none = config.ack_policy is AckPolicy.NONE
         self._bind_router()
@@ -310,13 +323,33 @@ class PushSubscription:
     def start(self) -> None:
         self._thread.start()
 
+    def _wait_for_room(self) -> None:
+        """Flow control: while the reader is this far behind, ask for nothing more."""
+        with self._room:
+            while self._queue.qsize() >= self.max_pending and not self._stop.is_set():
+                self._room.wait(PUSH_POLL)
+
+    def _adapt(self, got: int) -> None:
+        """Ordered consumers (one reader, no acks to spread) poll for more while full
+        polls come back and the reader keeps up; back to the base size when idle."""
+        if not self.ordered:
+            return
+        if got >= self._batch and self._queue.qsize() < self.max_pending // 4:
+            self._batch = min(self._batch * 2, PUSH_MAX_BATCH)
+        elif got < self._batch // 4:
+            self._batch = max(self._batch // 2, PUSH_BATCH)
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.cb is None:
+                self._wait_for_room()
             # an ordered consumer is cheap to re-create: give up on a lost one quickly
             wait = PUSH_POLL + (1.0 if self.ordered else self.js.timeout)
             try:
-                out = self.router.call("fetch", PUSH_BATCH, PUSH_POLL, 0, False, 0.0,
-                                       timeout=wait)
+                room = max(self.max_pending - self._queue.qsize(), 1)
+                out = self.router.call("fetch", min(self._batch, room), PUSH_POLL, 0, False,
+                                       0.0, timeout=wait)
+                self._adapt(len(out["messages"]))
                 if not out["messages"] and out["status"] and out["status"][0] == 409:
                     raise ConsumerNotFoundError(f"consumer {self.name!r}: {out['status'][1]}")
             except ConsumerNotFoundError:
@@ -385,6 +418,9 @@ class PushSubscription:
         if msg is None:
             self._queue.put(None)
             raise self.error or TimeoutError("the subscription ended")
+        if self._queue.qsize() < self.max_pending:
+            with self._room:
+                self._room.notify()
         return msg
 
     def messages(self, timeout: float | None = 1.0) -> Iterator[Msg]:
@@ -405,6 +441,8 @@ class PushSubscription:
         if self._stop.is_set():
             return
         self._stop.set()
+        with self._room:
+            self._room.notify_all()
         self._thread.join(timeout=PUSH_POLL + self.js.timeout + 5)
         if self.acks is not None:
             self.acks.stop()

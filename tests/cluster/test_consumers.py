@@ -258,3 +258,26 @@ def test_max_deliveries_and_terminated_advisories(js, orders):
         time.sleep(0.2)
     assert {"MAX_DELIVERIES", "MSG_TERMINATED"} <= kinds
     sub.unsubscribe()
+
+
+def test_push_flow_control_holds_delivery_until_the_reader_catches_up(js, orders):
+    s = orders
+    js.publish_batch([(f"{s}.f", b"%d" % i) for i in range(1000)])
+    sub = js.subscribe(f"{s}.f", stream=s, ordered_consumer=True, pending_msgs_limit=100)
+
+    def delivered():
+        return js.consumer_info(s, sub.name).delivered.stream_seq
+
+    deadline = time.monotonic() + 30
+    while sub.pending() < 100 and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling the condition, with a deadline
+    assert sub.pending() == 100
+    # the reader took nothing: the consumer handed out only what fits (a subscription
+    # without flow control polls 256 at once)
+    assert delivered() == 100
+    got = [int(m.data) for m in sub.messages(timeout=5)]
+    assert got == list(range(1000))
+    assert delivered() == 1000
+    sub.unsubscribe()
+    with pytest.raises(BadRequestError):
+        js.subscribe(f"{s}.f", stream=s, ordered_consumer=True, pending_msgs_limit=0)
