@@ -24,7 +24,7 @@ import msgpack
 import ray
 
 from rayjet.actors.names import consumer_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.api import ConsumerConfig, StorageType, StreamConfig
 from rayjet.clock import SYSTEM_CLOCK
@@ -142,7 +142,8 @@ class ConsumerReplica:
         storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
                               options=GroupOptions(sync_always=not memory,
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
         send = PeerSender(lambda peer: consumer_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{self.stream_name}>{name}/{replica_id}")

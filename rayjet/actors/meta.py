@@ -21,7 +21,7 @@ import ray
 
 from rayjet.actors import cluster
 from rayjet.actors.names import meta_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
@@ -88,7 +88,8 @@ class MetaMember:
         group = ReplicaGroup(member_id, storage, MetaMachine(self.catalogue),
                              voters=self.members,
                              options=GroupOptions(sync_always=True, snapshot_every=1024,
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
         self.host = RaftHost(group, PeerSender(meta_actor_name), tick_seconds=tick_seconds,
                              name=f"meta/{member_id}")
         self._reconciler: asyncio.Task | None = None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rayjet.actors.names import stream_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, RaftHost
+from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
 from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
@@ -67,7 +67,8 @@ class StreamReplica:
         self.machine.on_applied.append(self._after_apply)
         rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
                               options=GroupOptions(sync_always=sync == "always",
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS))
+                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{cfg.name}/{replica_id}")

@@ -404,7 +404,10 @@ class Raft:
         elif pr.state == ProgressState.REPLICATE:
             pr.inflights.free_le(m.index)
         if self.maybe_commit():
-            self.bcast_append()
+            if self.cfg.notify_commit:
+                self.bcast_append()
+            elif was_paused:
+                self.send_append(m.frm, send_if_empty=False)
         elif was_paused:
             self.send_append(m.frm)
         while self.send_append(m.frm, send_if_empty=False):

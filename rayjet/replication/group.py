@@ -81,6 +81,7 @@ class GroupOptions:
     snapshot_every: int = 8192  # applied entries between compactions
     max_size_per_msg: int = 8 << 20
     max_inflight_msgs: int = 64
+    notify_commit: bool = True  # see rayjet.raft.Config.notify_commit
     seed: int | None = None
 
 
@@ -106,7 +107,8 @@ class ReplicaGroup:
             id=node_id, election_tick=self.opts.election_tick,
             heartbeat_tick=self.opts.heartbeat_tick, applied=snap.meta.index,
             max_size_per_msg=self.opts.max_size_per_msg,
-            max_inflight_msgs=self.opts.max_inflight_msgs, rng=rng), storage)
+            max_inflight_msgs=self.opts.max_inflight_msgs,
+            notify_commit=self.opts.notify_commit, rng=rng), storage)
         self.applied = snap.meta.index
         self.role = Role.FOLLOWER
         self.leader: str | None = None

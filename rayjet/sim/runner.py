@@ -114,6 +114,8 @@ class Simulation:
         self.chaos_ticks = chaos_ticks
         self.liveness_ticks = liveness_ticks
         self.p = Params.draw(self.rng)
+        # drawn apart from the main stream so every seed keeps its schedule
+        self.notify_commit = random.Random(f"{seed}/notify_commit").random() < 0.5
         self.checker = Checker()
         self.network = Network(self.rng, self.p.faults)
         self.stats = Stats()
@@ -127,7 +129,7 @@ class Simulation:
         for node in self.nodes.values():
             node.start(self.checker)
         self._snap_reports: list[tuple[str, str, bool]] = []
-        self._log(f"seed {seed}: {self.p}")
+        self._log(f"seed {seed}: {self.p} notify_commit={self.notify_commit}")
 
     def _config(self, nid: str, incarnation: int, applied: int) -> Config:
         p = self.p
@@ -135,7 +137,7 @@ class Simulation:
                       applied=applied, max_size_per_msg=p.max_size_per_msg,
                       max_entries_per_msg=p.max_entries_per_msg,
                       max_inflight_msgs=p.max_inflight, check_quorum=p.check_quorum,
-                      pre_vote=p.pre_vote,
+                      pre_vote=p.pre_vote, notify_commit=self.notify_commit,
                       rng=random.Random(f"{self.seed}/{nid}/{incarnation}"),
                       mutations=self.mutations)
 

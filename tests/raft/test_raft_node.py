@@ -124,6 +124,32 @@ def test_batching_respects_max_entries_per_message() -> None:
     assert len(c.applied["n3"]) == 95
 
 
+@pytest.mark.parametrize("notify", [True, False])
+def test_commit_notification_is_optional(notify: bool) -> None:
+    c = Cluster(3, notify_commit=notify)
+    c.elect("n1")
+    c.stabilize()
+    leader = c.nodes["n1"]
+    idx = leader.propose(b"a")
+    c.process("n1")
+    c.deliver_once()  # the appends reach the followers
+    for nid in ("n2", "n3"):
+        c.process(nid)
+    c.deliver_once()  # their answers reach the leader, which commits
+    rd = leader.ready()
+    assert idx in [e.index for e in rd.committed_entries]
+    empty_apps = [m for m in rd.messages if m.type == MessageType.APP and not m.entries]
+    assert len(empty_apps) == (2 if notify else 0)
+    c.handle("n1", rd)
+    c.stabilize()
+    if not notify:  # followers have the entry but learn that it committed on a heartbeat
+        assert c.applied["n2"] == [] and c.nodes["n2"].status().commit < idx
+        for _ in range(leader.raft.cfg.heartbeat_tick):
+            leader.tick()
+        c.stabilize()
+    assert all(c.applied[n] == [b"a"] for n in c.ids)
+
+
 def test_flow_control_caps_inflight_appends() -> None:
     c = Cluster(3, max_inflight_msgs=2, max_entries_per_msg=1)
     c.elect("n1")
