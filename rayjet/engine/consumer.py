@@ -83,7 +83,7 @@ from rayjet.storage.protocol import StoredMsg
 from rayjet.subjects import matches_any
 
 _SNAP_VERSION = 1
-_READ_AHEAD = 256  # most messages read from the stream in one call
+_READ_AHEAD = 1024  # most messages read from the stream in one call
 _NS = NANOS_PER_SECOND
 _OVERFLOW, _PINNED, _PRIORITIZED = (PriorityPolicy.OVERFLOW, PriorityPolicy.PINNED_CLIENT,
                                     PriorityPolicy.PRIORITIZED)

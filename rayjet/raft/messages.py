@@ -24,6 +24,10 @@ class Entry:
         # Payload plus a small fixed cost, so empty entries still count against byte limits.
         return len(self.data) + 16
 
+    def __reduce__(self):
+        # positional pickling: entries cross between processes by the thousand
+        return (_entry, (self.term, self.index, self.data, int(self.type)))
+
 
 class ConfChangeType(enum.IntEnum):
     ADD_VOTER = 0
@@ -138,6 +142,11 @@ class Message:
     snapshot: Snapshot | None = None
     context: bytes = b""
 
+    def __reduce__(self):
+        return (_message, (int(self.type), self.to, self.frm, self.term, self.log_term,
+                           self.index, self.entries, self.commit, self.reject,
+                           self.reject_hint, self.snapshot, self.context))
+
     def describe(self) -> str:
         parts = [f"{self.frm}->{self.to} {_NAMES[self.type]} Term:{self.term}"]
         t = self.type
@@ -221,3 +230,11 @@ class Ready:
     committed_entries: list[Entry] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     must_sync: bool = False
+
+
+def _entry(term: int, index: int, data: bytes, type_: int) -> Entry:
+    return Entry(term, index, data, EntryType(type_))
+
+
+def _message(type_: int, *fields) -> Message:
+    return Message(MessageType(type_), *fields)
