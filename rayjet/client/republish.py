@@ -22,7 +22,13 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from rayjet.actors.router import unwrap
 from rayjet.api import headers as H
 from rayjet.api.headers import decode_headers
-from rayjet.errors import APIError, NotFoundError, NotLeaderError, TimeoutError
+from rayjet.errors import (
+    APIError,
+    NotFoundError,
+    NotLeaderError,
+    StreamNotFoundError,
+    TimeoutError,
+)
 from rayjet.subjects import subjects_collide, validate_filter
 
 POLL_WAIT = 1.0  # seconds a leader holds a poll open when it has nothing
@@ -112,19 +118,26 @@ class RepublishSubscription:
             self._queue.put(RepublishedMsg(subject, data, decode_headers(hdr)))
 
     def _failed(self, name: str, err: BaseException) -> None:
+        self.error = err
+        if isinstance(err, StreamNotFoundError):
+            # the stream was deleted: nothing more comes from it
+            self.streams = [s for s in self.streams if s != name]
+            self._cursor.pop(name, None)
+            if not self.streams:
+                self._stop.set()
+            return
         if isinstance(err, NotLeaderError):
             _, router = self.js._stream(name)
             hint = err.fields.get("leader")
             router.leader = hint if hint in router.names else None
         else:
             self.js._routers.pop(name, None)  # the replica set may have changed
-        self.error = err
 
     def _run(self) -> None:
         inflight: dict[Any, str] = {}
         while not self._stop.is_set():
             busy = set(inflight.values())
-            for name in self.streams:
+            for name in list(self.streams):
                 if name not in busy:
                     try:
                         inflight[self._submit(name, POLL_WAIT)] = name
@@ -136,6 +149,8 @@ class RepublishSubscription:
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_WAIT + 1)
             for ref in ready:
                 name = inflight.pop(ref)
+                if name not in self._cursor:
+                    continue  # its stream is gone
                 try:
                     self._settle(name, ray.get(ref))
                     self.error = None
@@ -157,6 +172,8 @@ class RepublishSubscription:
             raise TimeoutError(f"no republished message within {timeout}s") from None
         if msg is None:
             self._queue.put(None)
+            if isinstance(self.error, StreamNotFoundError):
+                raise self.error
             raise TimeoutError("the subscription ended")
         return msg
 

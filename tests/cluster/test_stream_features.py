@@ -162,3 +162,20 @@ def test_republished_messages_reach_a_subscription(js, make, stream_name):
     only_b.unsubscribe()
     with pytest.raises(NotFoundError):
         js.subscribe_republished("nobody.republishes.here")
+
+
+def test_republish_subscription_ends_when_its_stream_is_deleted(js, stream_name):
+    from rayjet import RePublish
+    from rayjet.errors import StreamNotFoundError
+
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.in.>"], storage=StorageType.MEMORY,
+                  republish=RePublish(src=f"{s}.in.>", dest=f"{s}.rp.>"))
+    sub = js.subscribe_republished(f"{s}.rp.>")
+    js.publish(f"{s}.in.a", b"one")
+    assert sub.next_msg(timeout=10).data == b"one"
+    js.delete_stream(s)
+    with pytest.raises(StreamNotFoundError):
+        sub.next_msg(timeout=30)  # the subscription ends instead of polling forever
+    assert sub.streams == []
+    sub.unsubscribe()
