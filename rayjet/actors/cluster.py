@@ -255,6 +255,15 @@ async def _status(sa: StreamAssignment, rid: str, timeout: float) -> dict[str, A
         return None  # dead, restarting, or pending until a node of its region joins
 
 
+async def actual_peers(sa: StreamAssignment, timeout: float = 2.0) -> Peers:
+    """``sa.peers`` with each replica's node as it runs now: Ray restarts a replica whose node
+    died on another node that fits, which the catalogue does not know yet (a replica that
+    does not answer keeps its recorded node)."""
+    states = await asyncio.gather(*(_status(sa, rid, timeout) for rid, _ in sa.peers))
+    return tuple((rid, (st or {}).get("node") or node)
+                 for (rid, node), st in zip(sa.peers, states, strict=True))
+
+
 async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT,
                       writable: bool = True) -> tuple[str, Any]:
     """The replica that leads the group (and takes writes), waiting up to ``timeout``."""

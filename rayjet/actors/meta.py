@@ -145,6 +145,9 @@ class MetaMember:
         old = self.catalogue.stream(cfg.name)
         peers = old.peers
         if cfg.num_replicas != old.config.num_replicas or cfg.placement != old.config.placement:
+            # start from where the replicas run now, so one Ray moved off a dead node is
+            # kept where it is instead of being replaced
+            old = dataclasses.replace(old, peers=await cluster.actual_peers(old))
             peers = cluster.place_stream(cfg, self.catalogue, existing=old.peers)
         op = self.catalogue.prepare_update_stream(cfg, peers=peers)
         # the stream's own group must accept the change (membership, limits) before the

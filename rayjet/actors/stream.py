@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import ray
+
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
@@ -175,6 +177,7 @@ class StreamReplica:
         st = self.group.status()
         st["writable"] = self.engine.is_leader
         st["last_seq"] = self.engine.last_seq
+        st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         return st
 
     # -- writes (leader) --------------------------------------------------------------------

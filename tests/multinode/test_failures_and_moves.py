@@ -15,6 +15,7 @@ from tests.multinode.support import (
     Publisher,
     all_placed,
     assert_exactly_once,
+    assignment,
     leader,
     replica_labels,
     replica_nodes,
@@ -52,6 +53,17 @@ def test_r3_keeps_serving_when_the_node_of_a_replica_is_removed(mn, js, stream_n
     placed = replica_labels(js, stream_name)
     assert {lab[CLUSTER_LABEL] for lab in placed.values()} == {"west"}
     assert len({lab["az"] for lab in placed.values()}) == 3
+
+    # the replica Ray restarted on another node is kept by a placement change that it
+    # still fits, and the catalogue learns where it runs
+    rids = {rid for rid, _ in assignment(js, stream_name)["peers"]}
+    running = replica_nodes(js, stream_name)
+    cfg = js.stream_info(stream_name).config
+    js.update_stream(dataclasses.replace(
+        cfg, placement=Placement(cluster="west", tags=[f"{CLUSTER_LABEL}:west"])))
+    after = assignment(js, stream_name)
+    assert {rid for rid, _ in after["peers"]} == rids
+    assert dict(after["peers"]) == running == replica_nodes(js, stream_name)
 
 
 @pytest.mark.parametrize("replicas,before,after", [
