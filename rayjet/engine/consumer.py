@@ -35,33 +35,26 @@ from rayjet.api.enums import (
 from rayjet.api.info import PriorityGroupState
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
 from rayjet.engine import consumer_waiting as W
+from rayjet.engine.consumer_acks import AckDecisions
 from rayjet.engine.consumer_ops import (
     AckOp,
-    AdvanceOp,
     ConsumerOp,
     DeliveredOp,
     MaxDeliveredOp,
-    PurgedOp,
     StartOp,
-    TouchOp,
 )
 from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
 from rayjet.engine.consumer_types import (
-    ACK_METRIC,
-    ACK_METRIC_TYPE,
     GROUP_PINNED,
     GROUP_PINNED_TYPE,
     GROUP_UNPINNED,
     GROUP_UNPINNED_TYPE,
     MAX_DELIVER_TYPE,
     MAX_DELIVERIES,
-    MSG_NAKED,
     MSG_TERMINATED,
-    NAK_TYPE,
     PIN_ID_HEADER,
     TERM_REASON_DELETED,
     TERMINATED_TYPE,
-    AckOutcome,
     Advisory,
     Batch,
     ConsumerApplyResult,
@@ -142,7 +135,7 @@ class _Round:
         self.npc = -1  # messages pending after the read position (-1: not counted yet)
 
 
-class ConsumerEngine:
+class ConsumerEngine(AckDecisions):
     def __init__(self, config: ConsumerConfig, stream_config: StreamConfig, reader,
                  clock: Clock = SYSTEM_CLOCK, *, created_ns: int | None = None,
                  name: str | None = None, rng: Rng | None = None) -> None:
@@ -695,174 +688,6 @@ class ConsumerEngine:
         doc = {"type": type_, "timestamp": iso(now), "stream": self.stream,
                "consumer": self.name, **body}
         return Advisory(f"{prefix}.{self.stream}.{self.name}", doc)
-
-    # -- acks ----------------------------------------------------------------------------------------
-    def _in_range(self, sseq: int) -> bool:
-        return sseq > 0 and (sseq < self._sseq or sseq <= self._view.dsseq)
-
-    def _dequeue(self, sseq: int) -> None:
-        self._rdq_set.discard(sseq)
-
-    def prepare_ack(self, sseq: int, now: int | None = None, *, cseq: int = 0) -> AckOutcome:
-        """A positive ack of stream seq ``sseq`` (``cseq``: the consumer seq from the reply
-        subject, only needed by ack all). Duplicate and late acks change nothing."""
-        return self.prepare_acks([(sseq, cseq)], now)
-
-    def prepare_acks(self, acks, now: int | None = None, *, sample: bool = True) -> AckOutcome:
-        """Many acks as one op: ``acks`` are stream seqs or (stream seq, consumer seq)."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        out = AckOutcome()
-        if self._ack_mode == ACK_NONE:
-            return out
-        items: list[tuple[int, int]] = []
-        seen: set[int] = set()
-        for a in acks:
-            sseq, cseq = (a, 0) if isinstance(a, int) else (a[0], a[1])
-            if sseq in seen:
-                continue
-            if not self._in_range(sseq):
-                out.ok = False
-                continue
-            seen.add(sseq)
-            item = self._ack_item(view, sseq, cseq, now, out if sample else None)
-            if item is not None:
-                items.append(item)
-        if items:
-            out.op = self._propose(AckOp(now, tuple(items)))
-            self._active_ns = now
-        return out
-
-    def _ack_item(self, view: ConsumerState, sseq: int, cseq: int, now: int,
-                  out: AckOutcome | None) -> tuple[int, int] | None:
-        if self._ack_mode == ACK_EXPLICIT:
-            p = view.pending.get(sseq)
-            if p is not None:
-                self._dequeue(sseq)
-                if out is not None and self._sample and self._should_sample():
-                    out.advisories.append(self._advisory(
-                        ACK_METRIC, ACK_METRIC_TYPE, now, consumer_seq=cseq or p[0],
-                        stream_seq=sseq, ack_time=now - p[1],
-                        deliveries=view.redelivered.get(sseq, 0) + 1))
-                return (p[0], sseq)
-            if sseq in view.redelivered:
-                return (0, sseq)
-            return None
-        # ack all
-        if sseq <= view.asseq:
-            return None
-        if not cseq:
-            p = view.pending.get(sseq)
-            if p is not None:
-                cseq = p[0]
-            else:
-                below = [q[0] for s, q in view.pending.items() if s <= sseq]
-                cseq = max(below) if below else view.acseq + 1
-        for s in [s for s in self._rdq_set if s <= sseq]:
-            self._rdq_set.discard(s)
-        return (cseq, sseq)
-
-    def prepare_advance(self, sseq: int, now: int | None = None) -> AckOutcome:
-        """Settle everything up to stream seq ``sseq`` at once, delivered or not (ack all).
-
-        What a job does that reads the stream in bulk elsewhere and keeps its progress in a
-        durable consumer: one op however many messages it skips, instead of delivering each
-        of them. Limited to ack-all consumers on limits-retention streams (skipped messages
-        are never shown to the stream as acked) that are not in a last-per-subject
-        catch-up."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        if self._ack_mode != ACK_ALL or self._forward or self._lss:
-            raise error_for("BAD_REQUEST", err="only an ack-all consumer of a limits-retention "
-                            "stream can advance its ack floor without deliveries")
-        first, last = self.reader.bounds()
-        if sseq < 1 or sseq > last:
-            raise error_for("BAD_REQUEST", err=f"cannot advance to stream seq {sseq}: the "
-                            f"stream's last sequence is {last}")
-        if sseq <= view.dsseq:
-            return self.prepare_acks([sseq], now, sample=False)
-        start = max(view.dsseq + 1, view.scan, 1)
-        skipped = (self.reader.num_pending(self.filters, start, False)
-                   - self.reader.num_pending(self.filters, sseq + 1, False)) if start <= sseq else 0
-        self._rdq.clear()
-        self._rdq_set.clear()
-        out = AckOutcome()
-        out.op = self._propose(AdvanceOp(now, view.dcseq + skipped, sseq))
-        self._sseq = max(self._sseq, sseq + 1)
-        self._active_ns = now
-        return out
-
-    def _should_sample(self) -> bool:
-        return self._sample >= 100 or self._rng.random() * 100 < self._sample
-
-    def prepare_nak(self, sseq: int, delay: float | None = None,
-                    now: int | None = None) -> AckOutcome:
-        """Negative ack: redeliver at once, or after ``delay`` seconds."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        out = AckOutcome()
-        p = view.pending.get(sseq)
-        if p is None:
-            out.ok = False
-            return out
-        out.advisories.append(self._advisory(
-            MSG_NAKED, NAK_TYPE, now, consumer_seq=p[0], stream_seq=sseq,
-            deliveries=view.redelivered.get(sseq, 0) + 1))
-        if delay is not None and delay > 0:
-            self._dequeue(sseq)
-            ts = now + to_ns(delay) - self._deadline(view, sseq)
-            out.op = self._propose(TouchOp(ts, (sseq,)))
-        elif sseq not in self._rdq_set:
-            self._rdq.append(sseq)
-            self._rdq_set.add(sseq)
-        self._active_ns = now
-        return out
-
-    def prepare_progress(self, sseq: int, now: int | None = None) -> AckOutcome:
-        """Work in progress: the ack wait of ``sseq`` starts again from now."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        out = AckOutcome()
-        if sseq not in view.pending:
-            out.ok = False
-            return out
-        self._dequeue(sseq)
-        out.op = self._propose(TouchOp(now, (sseq,)))
-        self._active_ns = now
-        return out
-
-    def prepare_term(self, sseq: int, reason: str = "", now: int | None = None, *,
-                     cseq: int = 0) -> AckOutcome:
-        """Stop redelivering ``sseq`` without processing it (acts as an ack) + advisory."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        if not self._in_range(sseq):
-            return AckOutcome(ok=False)
-        p = view.pending.get(sseq)
-        dc = view.redelivered.get(sseq, 0) + 1
-        out = self.prepare_acks([(sseq, cseq)], now, sample=False)
-        body = {"consumer_seq": cseq or (p[0] if p else 0), "stream_seq": sseq, "deliveries": dc}
-        if reason:
-            body["reason"] = reason
-        out.advisories.append(self._advisory(MSG_TERMINATED, TERMINATED_TYPE, now, **body))
-        return out
-
-    def prepare_ack_next(self, sseq: int, req: PullRequest,
-                         now: int | None = None) -> tuple[AckOutcome, Batch]:
-        """``+NXT``: ack ``sseq`` and pull with ``req``; propose the ack's op first."""
-        now = self.clock.now_ns() if now is None else now
-        return self.prepare_ack(sseq, now), self.request(req, now)
-
-    def prepare_purged(self, first_seq: int) -> PurgedOp | None:
-        """The stream dropped everything below ``first_seq``; None if nothing changes."""
-        view = self._check_leader()
-        if first_seq - 1 <= view.asseq:
-            return None
-        for s in [s for s in self._rdq_set if s < first_seq]:
-            self._rdq_set.discard(s)
-        self._lss = deque(s for s in self._lss if s >= first_seq)
-        self._sseq = max(self._sseq, first_seq)
-        return self._propose(PurgedOp(first_seq))
 
     # -- timers -------------------------------------------------------------------------------------------
     def _deadline(self, view: ConsumerState, sseq: int) -> int:
