@@ -30,6 +30,7 @@ from rayjet.api import ConsumerConfig, StorageType, StreamConfig
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer_reader import ReadAhead
 from rayjet.engine.consumer_types import Batch, Delivery, PullRequest, RequestStatus
 from rayjet.errors import APIError, BadRequestError, NotLeaderError, error_for
 from rayjet.raft import Message, Role
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
+READ_AHEAD_MAX = 1024  # messages read ahead for one delivery decision
+READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
 STREAM_CALL_TIMEOUT = 5.0
 
 
@@ -51,6 +54,10 @@ def decode_entry(data: bytes) -> list:
     if not data or data[0] != ENTRY_CONSUMER_OPS:
         raise BadRequestError(f"unknown consumer entry kind {data[:1]!r}")
     return [decode_consumer_op(raw) for raw in msgpack.unpackb(memoryview(data)[1:], raw=False)]
+
+
+async def _awaited(ref: Any) -> Any:
+    return await ref
 
 
 class RemoteStreamReader:
@@ -136,7 +143,8 @@ class ConsumerReplica:
         stream_cfg = StreamConfig.from_dict(stream_assignment["config"])
         cfg = ConsumerConfig.from_dict(config)
         self.stream = stream_router(stream_assignment)
-        self.engine = ConsumerEngine(cfg, stream_cfg, RemoteStreamReader(self.stream),
+        self.reader = ReadAhead(RemoteStreamReader(self.stream))
+        self.engine = ConsumerEngine(cfg, stream_cfg, self.reader,
                                      SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
         memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
         storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
@@ -274,6 +282,32 @@ class ConsumerReplica:
                 fetch.status = (st.code, st.description)
                 fetch.future.set_result(None)
 
+    async def _read_ahead(self, want: int) -> None:
+        """Read the next messages from the stream leader without blocking the event loop;
+        the engine's next decision takes them from this window (or reads on its own when
+        the window does not fit, e.g. redeliveries or a last-per-subject catch-up)."""
+        start = self.engine.read_position()
+        if not start or not self.engine.is_leader:
+            return
+        limit = max(1, min(int(want), READ_AHEAD_MAX))
+        try:
+            handle = self.stream.handle(self.stream.leader or sorted(self.stream.names)[0])
+            ref = handle.reader_call.remote("read_window", tuple(self.engine.filters), start,
+                                            limit)
+            window = await asyncio.wait_for(_awaited(ref), STREAM_CALL_TIMEOUT)
+        except Exception:  # noqa: BLE001 - the engine's own (blocking) read still works
+            self.reader.drop()
+            return
+        self.reader.offer(window)
+
+    def _serve_window(self, decide) -> None:
+        """Run one delivery decision on the window just read, then let the window go: a
+        message deleted later must not come from a stale copy."""
+        try:
+            self._dispatch(decide())
+        finally:
+            self.reader.drop()
+
     async def _timer_loop(self) -> None:
         while True:
             await asyncio.sleep(TIMER_EVERY)
@@ -283,7 +317,9 @@ class ConsumerReplica:
                 self._dispatch(self.engine.due_redeliveries())
                 # a pin also runs out with nobody waiting (unpinned advisory)
                 if self.engine.num_waiting or self.engine.pinned:
-                    self._dispatch(self.engine.serve())
+                    if self.engine.num_waiting:
+                        await self._read_ahead(READ_AHEAD_TIMER)
+                    self._serve_window(self.engine.serve)
                 if self.engine.is_inactive():
                     asyncio.get_running_loop().create_task(self._delete_self())
             except APIError as err:
@@ -320,7 +356,8 @@ class ConsumerReplica:
                 fetch.eager = True
                 await self._push(fetch, reply, max_bytes, expires)
             else:
-                self._dispatch(self.engine.request(req))
+                await self._read_ahead(fetch.batch)
+                self._serve_window(lambda: self.engine.request(req))
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(fetch.future),
                                            expires + 1.0 if expires else 5.0)
@@ -346,8 +383,12 @@ class ConsumerReplica:
                     return
                 continue
             if self.engine.is_leader:
-                batch = self.engine.next_batch(batch=fetch.batch, max_bytes=max_bytes,
-                                               reply=reply)
+                await self._read_ahead(fetch.batch)
+                try:
+                    batch = self.engine.next_batch(batch=fetch.batch, max_bytes=max_bytes,
+                                                   reply=reply)
+                finally:
+                    self.reader.drop()
                 self._dispatch(batch)
                 if batch.deliveries:
                     # wait for the decision to commit (its messages arrive, or are held)

@@ -37,7 +37,8 @@ from rayjet.subjects import matches_any
 log = logging.getLogger(__name__)
 
 _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
-                             "last_seq_for", "last_per_subject", "seq_for_time"})
+                             "last_seq_for", "last_per_subject", "seq_for_time",
+                             "read_window"})
 UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
 DEFAULT_TIMEOUT = 5.0
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers

@@ -249,6 +249,11 @@ class ConsumerEngine(AckDecisions):
         self._lss.clear()
         return statuses
 
+    def read_position(self) -> int:
+        """The stream seq the next new message is looked for from (leader; 0 while a
+        last-per-subject catch-up reads message by message)."""
+        return 0 if self._lss else self._sseq
+
     def _check_leader(self) -> ConsumerState:
         if not self._leader or self._view is None:
             raise NotLeaderError(group=f"{self.stream} > {self.name}")

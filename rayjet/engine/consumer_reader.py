@@ -9,6 +9,8 @@ the engine passes filters that do not overlap, as consumer validation requires.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from rayjet.errors import NotFoundError
@@ -90,6 +92,12 @@ class StoreReader:
             seq = msg.seq + 1
         return out, last
 
+    def read_window(self, filters: tuple[str, ...], start_seq: int, limit: int) -> Window:
+        """``load_next_batch`` and ``num_pending`` from ``start_seq`` in one answer."""
+        msgs, last = self.load_next_batch(filters, start_seq, limit)
+        return Window(tuple(filters), start_seq, limit, msgs, last,
+                      self.num_pending(filters, start_seq))
+
     def num_pending(self, filters: tuple[str, ...], start_seq: int,
                     last_per_subject: bool = False) -> int:
         start = max(start_seq, 1)
@@ -136,4 +144,73 @@ class StoreReader:
         return lo
 
 
-__all__ = ["StoreReader", "StreamReader"]
+@dataclass(frozen=True)
+class Window:
+    """Messages read ahead for one delivery decision: what ``load_next_batch(filters, start,
+    limit)`` and ``num_pending(filters, start)`` answered at the same moment."""
+
+    filters: tuple[str, ...]
+    start: int
+    limit: int
+    msgs: list[StoredMsg]
+    last: int
+    pending: int
+
+    def __reduce__(self):
+        return (Window, (self.filters, self.start, self.limit, self.msgs, self.last,
+                         self.pending))
+
+
+class ReadAhead:
+    """A :class:`StreamReader` that answers from a :class:`Window` read ahead of time (an
+    actor fetches it without blocking its event loop) and asks ``inner`` otherwise.
+
+    A window is only good for the decision it was read for: :meth:`drop` it afterwards, so
+    a message deleted meanwhile is not handed out from a stale copy."""
+
+    def __init__(self, inner: StreamReader) -> None:
+        self.inner = inner
+        self.window: Window | None = None
+
+    def offer(self, window: Window | None) -> None:
+        self.window = window
+
+    def drop(self) -> None:
+        self.window = None
+
+    def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
+                        limit: int) -> tuple[list[StoredMsg], int]:
+        w = self.window
+        if w is not None and w.filters == tuple(filters) and w.start <= start_seq:
+            seqs = [m.seq for m in w.msgs]
+            avail = w.msgs[bisect_left(seqs, start_seq):]
+            # fewer than asked for: the window saw every match up to its last seq
+            if len(avail) >= limit or len(w.msgs) < w.limit:
+                return avail[:limit], w.last
+        return self.inner.load_next_batch(filters, start_seq, limit)
+
+    def num_pending(self, filters: tuple[str, ...], start_seq: int,
+                    last_per_subject: bool = False) -> int:
+        w = self.window
+        if (w is not None and not last_per_subject and w.start == start_seq
+                and w.filters == tuple(filters)):
+            return w.pending
+        return self.inner.num_pending(filters, start_seq, last_per_subject)
+
+    def bounds(self) -> tuple[int, int]:
+        return self.inner.bounds()
+
+    def load_msg(self, seq: int) -> StoredMsg | None:
+        return self.inner.load_msg(seq)
+
+    def last_seq_for(self, filters: tuple[str, ...]) -> int:
+        return self.inner.last_seq_for(filters)
+
+    def last_per_subject(self, filters: tuple[str, ...], max_seq: int) -> list[int]:
+        return self.inner.last_per_subject(filters, max_seq)
+
+    def seq_for_time(self, ts_ns: int) -> int:
+        return self.inner.seq_for_time(ts_ns)
+
+
+__all__ = ["ReadAhead", "StoreReader", "StreamReader", "Window"]
