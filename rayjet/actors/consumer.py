@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
-READ_AHEAD_MAX = 1024  # messages read ahead for one delivery decision
+READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
 STREAM_CALL_TIMEOUT = 5.0
 

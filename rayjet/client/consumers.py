@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
-import queue
 import threading
 import time
 import uuid
@@ -14,6 +14,7 @@ from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from rayjet.api.headers import get_header
+from rayjet.client.buffer import MsgBuffer
 from rayjet.client.messages import AckSender, Msg
 from rayjet.errors import (
     APIError,
@@ -303,7 +304,7 @@ class PushSubscription:
         self.ephemeral = ephemeral or ordered
         self.cb = cb
         self.manual_ack = manual_ack
-        self._queue: queue.Queue = queue.Queue()
+        self._queue = MsgBuffer()
         self._room = threading.Condition()  # signalled when the reader takes messages
         self.max_pending = max_pending
         self._batch = PUSH_BATCH
@@ -326,7 +327,7 @@ class PushSubscription:
     def _wait_for_room(self) -> None:
         """Flow control: while the reader is this far behind, ask for nothing more."""
         with self._room:
-            while self._queue.qsize() >= self.max_pending and not self._stop.is_set():
+            while len(self._queue) >= self.max_pending and not self._stop.is_set():
                 self._room.wait(PUSH_POLL)
 
     def _adapt(self, got: int) -> None:
@@ -334,7 +335,7 @@ class PushSubscription:
         polls come back and the reader keeps up; back to the base size when idle."""
         if not self.ordered:
             return
-        if got >= self._batch and self._queue.qsize() < self.max_pending // 4:
+        if got >= self._batch and len(self._queue) < self.max_pending // 4:
             self._batch = min(self._batch * 2, PUSH_MAX_BATCH)
         elif got < self._batch // 4:
             self._batch = max(self._batch // 2, PUSH_BATCH)
@@ -346,7 +347,7 @@ class PushSubscription:
             # an ordered consumer is cheap to re-create: give up on a lost one quickly
             wait = PUSH_POLL + (1.0 if self.ordered else self.js.timeout)
             try:
-                room = max(self.max_pending - self._queue.qsize(), 1)
+                room = max(self.max_pending - len(self._queue), 1)
                 out = self.router.call("fetch", min(self._batch, room), PUSH_POLL, 0, False,
                                        0.0, timeout=wait)
                 self._adapt(len(out["messages"]))
@@ -367,6 +368,7 @@ class PushSubscription:
                     continue
                 self.error = err
                 continue
+            ready: list[Msg] = []
             for raw in out["messages"]:
                 msg = Msg(raw, self.acks, ack_none=self._ack_none)
                 if self.ordered:
@@ -375,12 +377,17 @@ class PushSubscription:
                         break
                     self._next_cseq += 1
                     self._last_sseq = msg.metadata.sequence.stream
-                self._hand_out(msg)
+                ready.append(msg)
+            self._hand_out(ready)
 
-    def _hand_out(self, msg: Msg) -> None:
+    def _hand_out(self, msgs: list[Msg]) -> None:
         if self.cb is None:
-            self._queue.put(msg)
+            self._queue.put_many(msgs)  # one wake-up per poll, not per message
             return
+        for msg in msgs:
+            self._call_back(msg)
+
+    def _call_back(self, msg: Msg) -> None:
         try:
             self.cb(msg)
             if not self.manual_ack and not self._ack_none:
@@ -413,12 +420,12 @@ class PushSubscription:
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
         try:
             msg = self._queue.get(timeout=timeout)
-        except queue.Empty:
+        except builtins.TimeoutError:
             raise TimeoutError(f"no message within {timeout}s") from None
         if msg is None:
-            self._queue.put(None)
+            self._queue.put_back(None)
             raise self.error or TimeoutError("the subscription ended")
-        if self._queue.qsize() < self.max_pending:
+        if len(self._queue) == self.max_pending - 1:  # the poller may be waiting for room
             with self._room:
                 self._room.notify()
         return msg
@@ -432,7 +439,7 @@ class PushSubscription:
                 return
 
     def pending(self) -> int:
-        return self._queue.qsize()
+        return len(self._queue)
 
     def consumer_info(self) -> ConsumerInfo:
         return self.js.consumer_info(self.stream, self.name)
