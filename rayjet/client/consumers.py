@@ -372,11 +372,11 @@ class PushSubscription:
             for raw in out["messages"]:
                 msg = Msg(raw, self.acks, ack_none=self._ack_none)
                 if self.ordered:
-                    if msg.metadata.sequence.consumer != self._next_cseq:
+                    if raw["consumer_seq"] != self._next_cseq:
                         self._recreate()  # a gap: start again after the last one shown
                         break
                     self._next_cseq += 1
-                    self._last_sseq = msg.metadata.sequence.stream
+                    self._last_sseq = raw["stream_seq"]
                 ready.append(msg)
             self._hand_out(ready)
 

@@ -84,8 +84,8 @@ class AckSender:
 class Msg:
     """A delivered message. ``ack``/``nak``/``in_progress``/``term`` answer it once."""
 
-    __slots__ = ("subject", "data", "reply", "_hdr", "_headers", "metadata", "_acks", "_acked",
-                 "_ack_policy_none")
+    __slots__ = ("subject", "data", "reply", "_hdr", "_headers", "_raw", "_metadata", "_acks",
+                 "_acked", "_ack_policy_none")
 
     def __init__(self, raw: dict[str, Any], acks: AckSender | None, ack_none: bool = False):
         self.subject: str = raw["subject"]
@@ -93,13 +93,22 @@ class Msg:
         self.reply: str = raw["reply"]
         self._hdr: bytes = raw["hdr"]
         self._headers: dict[str, str] | None = None
-        self.metadata = MsgMetadata(
-            SequencePair(raw["stream_seq"], raw["consumer_seq"]), raw["num_delivered"],
-            raw["num_pending"], datetime.fromtimestamp(raw["timestamp"] / 1e9, tz=UTC),
-            raw["stream"], raw["consumer"])
+        self._raw = raw
+        self._metadata: MsgMetadata | None = None
         self._acks = acks
         self._acked = False
         self._ack_policy_none = ack_none
+
+    @property
+    def metadata(self) -> MsgMetadata:
+        # built on first use: many readers never look, and a datetime per message is dear
+        if self._metadata is None:
+            raw = self._raw
+            self._metadata = MsgMetadata(
+                SequencePair(raw["stream_seq"], raw["consumer_seq"]), raw["num_delivered"],
+                raw["num_pending"], datetime.fromtimestamp(raw["timestamp"] / 1e9, tz=UTC),
+                raw["stream"], raw["consumer"])
+        return self._metadata
 
     @property
     def headers(self) -> dict[str, str]:
@@ -117,7 +126,7 @@ class Msg:
         if self._acked:
             raise BadRequestError(f"message {self.metadata.sequence.stream} was already "
                                   "answered (ack, nak or term)")
-        ok = self._acks.send(kind, self.metadata.sequence.stream, arg, sync=sync)
+        ok = self._acks.send(kind, self._raw["stream_seq"], arg, sync=sync)
         if kind != "progress":
             self._acked = True
         return ok

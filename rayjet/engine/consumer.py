@@ -667,8 +667,13 @@ class ConsumerEngine(AckDecisions):
         v = self._view
         known = max(v.dsseq, max((i[1] for i in rnd.items), default=0)) + 1
         skip = self._sseq if self._sseq > known and self._sseq > v.scan else 0
-        if rnd.items or skip:
-            out.ops.append(self._propose(DeliveredOp(rnd.now, tuple(rnd.items), skip)))
+        items = rnd.items
+        if len(items) > 1 and self._ack_mode == ACK_NONE and not self._forward:
+            # nothing waits for an ack and the stream needs no per-message word: the last
+            # delivery says all a replica keeps (delivered = ack floor = it)
+            items = items[-1:]
+        if items or skip:
+            out.ops.append(self._propose(DeliveredOp(rnd.now, tuple(items), skip)))
         if rnd.items:
             self._active_ns = rnd.now
 

@@ -146,3 +146,16 @@ def test_needs_ack(make):
     assert c.engine.needs_ack(3)
     c.ack(3)
     assert not c.engine.needs_ack(3) and c.acked == [1, 3]
+
+
+def test_ack_none_deliveries_replicate_only_the_last(make):
+    from rayjet.api import AckPolicy
+
+    c = make(ack_policy=AckPolicy.NONE, followers=1)
+    for _ in range(5):
+        c.pub()
+    assert [m.stream_seq for m in c.fetch(5)] == [1, 2, 3, 4, 5]
+    op = decode_consumer_op(c.log[-1])
+    assert isinstance(op, DeliveredOp) and op.items == ((5, 5, 1),)
+    assert c.row() == ("5/5", "5/5", 0, 0, 0)
+    assert c.replicas_agree()
