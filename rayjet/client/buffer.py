@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 _EMPTY = object()
@@ -56,4 +56,15 @@ class MsgBuffer:
                 self._ready.wait(left)
 
 
-__all__ = ["MsgBuffer"]
+def until_quiet(next_msg: Callable[[float | None], Any],
+                timeout: float | None) -> Iterator[Any]:
+    """``next_msg(timeout)`` again and again until one waits in vain (a subscription's
+    ``messages()``)."""
+    while True:
+        try:
+            yield next_msg(timeout)
+        except TimeoutError:  # rayjet's TimeoutError is one too
+            return
+
+
+__all__ = ["MsgBuffer", "until_quiet"]

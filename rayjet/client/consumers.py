@@ -14,7 +14,7 @@ from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from rayjet.api.headers import get_header
-from rayjet.client.buffer import MsgBuffer
+from rayjet.client.buffer import MsgBuffer, until_quiet
 from rayjet.client.messages import AckSender, Msg
 from rayjet.errors import (
     APIError,
@@ -432,11 +432,7 @@ class PushSubscription:
 
     def messages(self, timeout: float | None = 1.0) -> Iterator[Msg]:
         """Yield messages until none arrives within ``timeout`` seconds."""
-        while True:
-            try:
-                yield self.next_msg(timeout)
-            except TimeoutError:
-                return
+        return until_quiet(self.next_msg, timeout)
 
     def pending(self) -> int:
         return len(self._queue)

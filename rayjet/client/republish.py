@@ -22,6 +22,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from rayjet.actors.router import unwrap
 from rayjet.api import headers as H
 from rayjet.api.headers import decode_headers
+from rayjet.client.buffer import until_quiet
 from rayjet.errors import (
     APIError,
     NotFoundError,
@@ -179,11 +180,7 @@ class RepublishSubscription:
 
     def messages(self, timeout: float | None = 1.0) -> Iterator[RepublishedMsg]:
         """Yield messages until none arrives within ``timeout`` seconds."""
-        while True:
-            try:
-                yield self.next_msg(timeout)
-            except TimeoutError:
-                return
+        return until_quiet(self.next_msg, timeout)
 
     def pending(self) -> int:
         return self._queue.qsize()

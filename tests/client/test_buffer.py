@@ -43,3 +43,19 @@ def test_a_waiting_reader_wakes_for_a_batch_from_another_thread():
         buf.put_many(range(i, i + 100))
     t.join(10)
     assert got == list(range(1000))
+
+
+def test_until_quiet_stops_at_the_first_wait_in_vain():
+    from rayjet.client.buffer import until_quiet
+    from rayjet.errors import TimeoutError as RayjetTimeout
+
+    buf = MsgBuffer()
+    buf.put_many(["a", "b"])
+
+    def next_msg(timeout):
+        try:
+            return buf.get(timeout)
+        except TimeoutError:
+            raise RayjetTimeout("nothing") from None
+
+    assert list(until_quiet(next_msg, 0.01)) == ["a", "b"]
