@@ -82,6 +82,9 @@ class ConsumersAPI:
         reads the stream in bulk keeps its progress in a durable consumer this way). One
         replicated op whatever the distance; the consumer's sequence still counts every
         matching message. Limits-retention streams only."""
+        if isinstance(stream_seq, bool) or not isinstance(stream_seq, int) or stream_seq < 1:
+            raise BadRequestError(f"stream_seq must be a sequence number >= 1, not "
+                                  f"{stream_seq!r}")
         raw = self._consumer_router(stream, name).call("advance", stream_seq,
                                                         timeout=self.timeout)
         return ConsumerInfo.from_dict(raw)

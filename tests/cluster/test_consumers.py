@@ -205,6 +205,9 @@ def test_advance_consumer_survives_killed_replicas(js, stream_name):
     with pytest.raises(BadRequestError) as err:
         js.advance_consumer(s, "CURSOR", 99_999)
     assert err.value.err_code == 10003
+    for bad in ("10", 0, True, 2.5):
+        with pytest.raises(BadRequestError):
+            js.advance_consumer(s, "CURSOR", bad)
     js.add_consumer(s, durable_name="EXPLICIT", ack_policy=AckPolicy.EXPLICIT)
     with pytest.raises(BadRequestError):
         js.advance_consumer(s, "EXPLICIT", 10)
