@@ -105,6 +105,9 @@ def read_stream_df(spark: Any, stream: str, subjects: str | list[str] | None = N
             js = kwargs["js"] = rayjet.connect()
         st = js.stream_info(stream).state
         parallelism = max(1, min(16, st.bytes // SPARK_BLOCK_BYTES + 1))
+    # one block per read task, built from its pages as one Arrow chunk per column: Ray Data
+    # would glue several blocks of a task into one of several chunks, which RayDP refuses
+    kwargs["block_rows"] = kwargs["block_bytes"] = 1 << 62
     out = read_stream(stream, subjects, parallelism=parallelism, **kwargs)
     if isinstance(out, tuple):
         ds, cursor = out

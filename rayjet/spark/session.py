@@ -97,19 +97,12 @@ def stop_session() -> None:
 def to_spark(ds: ray.data.Dataset, spark: Any, *, blocks: int | None = DEFAULT_SPARK_BLOCKS
              ) -> Any:
     """A Spark DataFrame of a Ray Dataset (through RayDP), first repartitioned into
-    ``blocks`` blocks: RayDP converts block by block, and many small blocks are slow."""
+    ``blocks`` blocks: RayDP converts block by block, and many small blocks are slow.
+    ``blocks=None`` hands the blocks over as they are; RayDP needs each of them to hold one
+    Arrow chunk per column (a Ray block glued from several tables does not)."""
     if blocks:
         ds = ds.repartition(blocks)
-    else:
-        # Ray Data may glue a task's outputs into one block of several Arrow chunks, which
-        # RayDP's converter cannot take: one chunk per column, per block
-        ds = ds.map_batches(_one_chunk, batch_format="pyarrow", batch_size=None,
-                            zero_copy_batch=True)
     return ds.to_spark(spark)
-
-
-def _one_chunk(table: Any) -> Any:
-    return table.combine_chunks()
 
 
 def from_spark(df: Any, parallelism: int | None = None) -> ray.data.Dataset:

@@ -267,13 +267,17 @@ def read_piece(plan: ReadPlan, lo: int, hi: int, preferred: int) -> Iterator[pa.
 
 
 def _finish(plan: ReadPlan, parts: list[pa.Table]) -> pa.Table:
-    table = (pa.concat_tables(parts) if parts
-             else base_schema(plan.headers).empty_table())
+    table = pa.concat_tables(parts) if parts else _empty(base_schema(plan.headers))
     if len(parts) > 1:
         table = table.combine_chunks()
     if plan.decoder is not None:
         table = decode_payloads(table, plan.decoder)
     return table
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    """No rows, but one (empty) chunk per column: RayDP cannot take chunkless columns."""
+    return pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
 class StreamDatasource(Datasource):

@@ -92,25 +92,12 @@ def test_round_trip_100k_counts_and_checksums(js, spark, stream_name):
     assert digest(r["data"] for r in copied.iter_rows()) == digest(payloads)
 
 
-def test_blocks_of_several_arrow_chunks_reach_spark(js, spark, stream_name):
-    """A Ray block may hold several Arrow chunks per column (a read task's pages glued
-    together); Spark gets every row of them."""
-    import pyarrow as pa
-    import ray
-
-    from rayjet.spark import to_spark
-
-    part = pa.table({"n": pa.array(range(1000), pa.int64()),
-                     "data": pa.array([b"x" * 10] * 1000, pa.binary())})
-    chunked = pa.concat_tables([part, part, part])
-    assert chunked.column("n").num_chunks == 3
-    df = to_spark(ray.data.from_arrow(chunked), spark, blocks=None)
-    assert df.count() == 3000 and df.agg({"n": "sum"}).collect()[0][0] == 3 * sum(range(1000))
-
+def test_read_tasks_of_many_pages_reach_spark(js, spark, stream_name):
+    """A read task builds its block from many pages (here 17 of 300 messages); Spark gets
+    every row."""
     js.add_stream(StreamConfig(name=stream_name, subjects=[f"{stream_name}.>"]))
     js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(5000)])
-    df = read_stream_df(spark, stream_name, js=js, parallelism=1, page_msgs=300,
-                        block_rows=1000)
+    df = read_stream_df(spark, stream_name, js=js, parallelism=1, page_msgs=300)
     assert df.count() == 5000
     assert sorted(int(r["data"]) for r in df.select("data").collect()) == list(range(5000))
     js.delete_stream(stream_name)
