@@ -63,8 +63,11 @@ def rayjet_replay(js, spark, name: str, count: int) -> dict[str, float]:
     total = time.perf_counter() - t0
     assert n == count, f"Spark counted {n} of {count}"
     # the same replay in two halves: rayjet's read, then RayDP's hand-over and the count
+    # the read as read_stream_df makes it: one block per read task, one chunk per column
+    st = js.stream_info(name).state
     t0 = time.perf_counter()
-    ds = read_stream(name, js=js).materialize()
+    ds = read_stream(name, js=js, parallelism=max(1, min(16, st.bytes // (64 << 20) + 1)),
+                     block_rows=1 << 62, block_bytes=1 << 62).materialize()
     read = time.perf_counter() - t0
     t0 = time.perf_counter()
     n = to_spark(ds, spark, blocks=None).count()
