@@ -8,7 +8,6 @@ import inspect
 import json
 import logging
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -20,10 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rayjet.api.duration import format_duration, parse_duration
+from rayjet.client.ray_join import NO_CLUSTER_HINT, resolve_address
 from rayjet.errors import APIError, ServiceUnavailableError
-
-NO_CLUSTER_HINT = ("start one with `rayjet server start` (or `ray start --head`), or point "
-                   "--address / RAY_ADDRESS at a running cluster")
 
 
 @dataclasses.dataclass
@@ -174,8 +171,8 @@ def connect() -> Any:
 
     address = st.address
     if not (address is None and ray.is_initialized()):
-        address = resolve_address(address or os.environ.get("RAY_ADDRESS") or "auto",
-                                  st.timeout)
+        address = address or os.environ.get("RAY_ADDRESS") or "auto"
+        resolve_address(address, st.timeout)  # a clear error at once where nothing listens
     try:
         st.js = rayjet.connect(address, data_dir=st.data_dir, timeout=st.timeout,
                                ray_init_kwargs={"logging_level": logging.ERROR})
@@ -192,30 +189,6 @@ def _closer(st: State) -> Callable[[], None]:
             st.js = None
 
     return close
-
-
-def resolve_address(address: str, timeout: float) -> str:
-    """host:port of a running Ray cluster, checked to answer (Ray itself retries for
-    minutes against an address where nothing listens)."""
-    from ray._private import services
-
-    try:
-        resolved = services.canonicalize_bootstrap_address(address)
-    except (ConnectionError, ValueError) as exc:
-        raise ServiceUnavailableError(f"no Ray cluster found at {address!r}: {exc}",
-                                      hint=NO_CLUSTER_HINT) from None
-    if resolved is None:
-        raise ServiceUnavailableError(f"no Ray cluster found at {address!r}",
-                                      hint=NO_CLUSTER_HINT)
-    target = resolved.split("://", 1)[-1]
-    host, _, port = target.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, 5)):
-            pass
-    except (OSError, ValueError) as exc:
-        raise ServiceUnavailableError(f"no Ray cluster answers at {target} ({exc})",
-                                      hint=NO_CLUSTER_HINT) from None
-    return resolved
 
 
 # -- output ---------------------------------------------------------------------------------

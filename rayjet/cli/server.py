@@ -1,5 +1,6 @@
 """``rayjet server start|stop|status``: the Ray head with rayjet's meta group, and health."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from typing import Annotated
 import typer
 
 from rayjet.cli import common as c
+from rayjet.cli import ray_head
 from rayjet.cli.streams import replicas_cell, report_rows
+from rayjet.client.ray_join import set_auth_mode
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -38,6 +41,37 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
+def head_environment(auth: bool) -> dict[str, str]:
+    """The environment of `ray start --head`: token authentication on (a token is made when
+    this machine has none, as a local `ray.init()` does) unless ``auth`` is off, so the
+    head, its workers and every rayjet command agree on the mode."""
+    env = dict(os.environ)
+    if not auth:
+        env["RAY_AUTH_MODE"] = "disabled"
+        return env
+    if env.get("RAY_AUTH_MODE", "token").strip().lower() != "token":
+        c.usage_error("RAY_AUTH_MODE is set to something other than 'token': unset it, or "
+                      "pass --no-auth to start a head without token authentication")
+    env["RAY_AUTH_MODE"] = "token"
+    if not has_token():
+        done = _run([ray_binary(), "get-auth-token", "--generate"])
+        if done.returncode != 0 or not has_token():
+            from rayjet.errors import ServerError
+
+            raise ServerError("could not create a Ray auth token: " +
+                              (done.stderr or done.stdout).strip()[-300:],
+                              hint="create one with `ray get-auth-token --generate`")
+    return env
+
+
+def has_token() -> bool:
+    from ray._raylet import AuthenticationTokenLoader
+
+    loader = AuthenticationTokenLoader.instance()
+    loader.reset_cache()
+    return loader.has_token(ignore_auth_mode=True)
+
+
 @c.command(app, "start")
 def start(
     data_dir: Annotated[str | None, typer.Option(
@@ -52,10 +86,20 @@ def start(
         show_default=False)] = None,
     dashboard: Annotated[bool, typer.Option("--dashboard/--no-dashboard",
                                             help="start Ray's dashboard")] = False,
+    auth: Annotated[bool, typer.Option(
+        "--auth/--no-auth", help="Ray token authentication (the token is ~/.ray/auth_token; "
+        "made if missing)")] = True,
+    client_port: Annotated[int, typer.Option(
+        "--client-port", min=1, max=65535, help="the Ray client server's port")] = 10001,
+    agent_port: Annotated[int, typer.Option(
+        "--agent-port", min=1, max=65535,
+        help="the HTTP port of Ray's dashboard agent (metrics, jobs)")] = 52365,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`) and rayjet's meta group."""
     node_labels = parse_labels(labels)
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
+           f"--ray-client-server-port={client_port}",
+           f"--dashboard-agent-listen-port={agent_port}",
            f"--include-dashboard={str(dashboard).lower()}", "--disable-usage-stats"]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
@@ -64,7 +108,9 @@ def start(
     st = c.state()
     if data_dir is not None:
         st.data_dir = data_dir
-    done = _run(cmd)
+    env = head_environment(auth)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env,
+                          start_new_session=True)  # the head outlives this shell's job
     if done.returncode != 0:
         from rayjet.errors import ServiceUnavailableError
 
@@ -73,36 +119,71 @@ def start(
             "`ray start --head` failed: " + " / ".join(tail),
             hint="is a Ray head already running here? `rayjet server status` reports on it, "
                  "`rayjet server stop` stops it")
+    set_auth_mode(env["RAY_AUTH_MODE"])  # this process joins as the others will
     st.address = f"127.0.0.1:{port}"
     js = c.connect()  # creates the meta group, which keeps its log in --data-dir
     if c.wants_json():
         c.emit_json({"address": st.address, "data_dir": str(js.data_dir),
-                     "nodes": len(js.nodes())})
+                     "nodes": len(js.nodes()), "auth": "token" if auth else "disabled"})
         return
     out = c.console()
     out.print(f"Ray head started at {st.address}, rayjet meta group ready "
               f"(data in {c.escape(js.data_dir)})")
     out.print(f"Use it from other shells with: export RAY_ADDRESS={st.address}")
+    if auth:
+        out.print("Token authentication is on: other machines need this machine's "
+                  "~/.ray/auth_token (or RAY_AUTH_TOKEN)")
 
 
 @c.command(app, "stop")
-def stop(force: Annotated[bool, typer.Option("--force", "-f", help="kill Ray's processes "
+def stop(port: Annotated[int | None, typer.Option(
+             "--port", min=1, max=65535, show_default=False,
+             help="the GCS port of the head to stop (default: the port of --address / "
+                  "$RAY_ADDRESS, else 6379)")] = None,
+         every: Annotated[bool, typer.Option(
+             "--all", help="stop every Ray process of this machine (`ray stop`), not only "
+                           "one head")] = False,
+         force: Annotated[bool, typer.Option("--force", "-f", help="kill Ray's processes "
                                              "(SIGKILL)")] = False,
          grace: Annotated[int, typer.Option("--grace-period", min=0, help="seconds to wait "
                                             "for processes to exit")] = 16) -> None:
-    """Stop the Ray processes of this machine (`ray stop`); data stays in the data dir."""
-    cmd = [ray_binary(), "stop", f"--grace-period={grace}"] + (["--force"] if force else [])
-    done = _run(cmd)
-    if done.returncode != 0:
-        from rayjet.errors import ServerError
+    """Stop the Ray head started by `server start` on this machine; data stays in the data
+    dir."""
+    if every:
+        cmd = [ray_binary(), "stop", f"--grace-period={grace}"] + (["--force"] if force else [])
+        done = _run(cmd)
+        if done.returncode != 0:
+            from rayjet.errors import ServerError
 
-        raise ServerError("`ray stop` failed: " + (done.stderr or done.stdout).strip(),
-                          hint="retry with --force")
-    if c.wants_json():
-        c.emit_json({"stopped": True})
+            raise ServerError("`ray stop` failed: " + (done.stderr or done.stdout).strip(),
+                              hint="retry with --force")
+        stopped = {"stopped": True, "all": True}
     else:
-        c.console().print("Ray stopped on this machine; `rayjet server start` with the same "
-                          "--data-dir brings every stream back")
+        port = port or address_port(c.state().address or os.environ.get("RAY_ADDRESS"))
+        found = ray_head.find_head(port)
+        if found is None:
+            from rayjet.errors import ServiceUnavailableError
+
+            raise ServiceUnavailableError(
+                f"no Ray head listens on port {port} on this machine",
+                hint="pass the --port given to `rayjet server start`, or --all to stop every "
+                     "Ray process here")
+        count = ray_head.stop_head(found, grace=grace, force=force)
+        ray_head.forget_current_cluster(port)
+        stopped = {"stopped": True, "port": port, "session": found.session_name,
+                   "processes": count}
+    if c.wants_json():
+        c.emit_json(stopped)
+    else:
+        what = "every Ray process" if every else f"the Ray head on port {stopped['port']}"
+        c.console().print(f"Stopped {what} on this machine; `rayjet server start` with the "
+                          "same --data-dir brings every stream back")
+
+
+def address_port(address: str | None) -> int:
+    """The port of a host:port address; 6379 (Ray's default) otherwise."""
+    _, sep, port = (address or "").rpartition(":")
+    return int(port) if sep and port.isdigit() else 6379
 
 
 @c.command(app, "status")

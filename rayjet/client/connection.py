@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import ray
+from ray.exceptions import AuthenticationError
 
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
@@ -14,8 +15,9 @@ from rayjet.actors.router import meta_router
 from rayjet.client.consumers import ConsumersAPI
 from rayjet.client.kv_api import KeyValueAPI
 from rayjet.client.publish import PublishAPI
+from rayjet.client.ray_join import TOKEN_HINT, join_address, prepare_join
 from rayjet.client.streams import StreamsAPI
-from rayjet.errors import BadRequestError, ServiceUnavailableError
+from rayjet.errors import AuthorizationError, BadRequestError, ServiceUnavailableError
 
 DATA_DIR_ENV = "RAYJET_DATA_DIR"
 DEFAULT_TIMEOUT = 10.0
@@ -92,7 +94,9 @@ def connect(
 
     ``address=None`` joins the cluster named by ``RAY_ADDRESS`` or starts a local Ray (the
     embedded default); ``"auto"`` or ``"host:port"`` joins a running cluster and fails with
-    ServiceUnavailableError when there is none. When this process already runs Ray (a
+    ServiceUnavailableError when there is none, AuthorizationError when it refuses this
+    process's Ray token (found as Ray's tools find it: ``RAY_AUTH_TOKEN``,
+    ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``). When this process already runs Ray (a
     driver or a task), that session is reused.
     """
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
@@ -108,16 +112,21 @@ def connect(
     started = False
     if not ray.is_initialized():
         kwargs = {"namespace": NAMESPACE, "log_to_driver": False, **(ray_init_kwargs or {})}
-        if num_cpus is not None and address is None:
+        target = join_address(address)
+        if target is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
+        if target is not None:
+            target = prepare_join(target, timeout)
         try:
-            ray.init(address=address, **kwargs)
+            ray.init(address=target, **kwargs)
         except ConnectionError as exc:
             raise ServiceUnavailableError(
-                f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+                f"no Ray cluster at {target!r} ({exc}); start one with `ray start --head` "
                 "or `ray up ray_cluster.yaml`, or call rayjet.connect() for a local one"
             ) from exc
-        started = address is None and os.environ.get("RAY_ADDRESS") is None
+        except AuthenticationError as exc:
+            raise AuthorizationError(str(exc).splitlines()[0], hint=TOKEN_HINT) from exc
+        started = target is None
     # the meta group keeps its log in the data_dir of whoever starts it first
     ensure_meta(str(directory))
     return JetStream(address=address, data_dir=directory, started_ray=started, timeout=timeout,

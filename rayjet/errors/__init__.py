@@ -8,6 +8,7 @@ error raised anywhere in rayjet has the same ``err_code`` nats-server would give
 
 from rayjet.errors.exceptions import (
     APIError,
+    AuthorizationError,
     BadBucketNameError,
     BadObjectMetaError,
     BadRequestError,
@@ -63,6 +64,7 @@ from rayjet.errors.table import ERRORS, ErrorSpec
 
 __all__ = [
     "APIError",
+    "AuthorizationError",
     "BadBucketNameError",
     "BadObjectMetaError",
     "BadRequestError",

@@ -98,6 +98,12 @@ class NoMessagesError(TimeoutError):
     spec_name = "NO_MESSAGES"
 
 
+class AuthorizationError(APIError):
+    """The cluster refused this process's credentials (nats-py's name for the same)."""
+
+    spec_name = "AUTHORIZATION_VIOLATION"
+
+
 class NotLeaderError(ServiceUnavailableError):
     spec_name = "NOT_LEADER"
 

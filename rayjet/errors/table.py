@@ -340,6 +340,8 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     # -- client-side (nats-py has these without a server err_code) -------------------------
     E("TIMEOUT", 408, 0, "timeout: {err}", "retry, or give a longer timeout"),
     E("NO_MESSAGES", 404, 0, "no messages", "nothing is pending; fetch again later"),
+    E("AUTHORIZATION_VIOLATION", 401, 0, "Authorization Violation: {err}",
+      "give this process the cluster's credentials (for Ray: its auth token)"),
     E("CONSUMER_PIN_ID_MISMATCH", 423, 0, "Nats-Pin-Id mismatch",
       "another client holds the pin of this priority group now; fetch again (without the old "
       "pin id) to wait as a standby"),
