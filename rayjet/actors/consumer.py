@@ -127,6 +127,8 @@ class _Fetch:
     status: tuple[int, str] | None = None
     eager: bool = False  # push: answer as soon as one decision's messages are out
     scheduled: int = 0  # messages held back until their due time
+    inflight: int = 0  # messages decided for it whose decision is not applied yet
+    leaving: bool = False  # the caller stops waiting once ``inflight`` arrived
 
 
 class ConsumerReplica:
@@ -226,8 +228,10 @@ class ConsumerReplica:
             self._end_requests(batch.statuses)
             return
         fut = self.host.propose_nowait(encode_entry(batch.ops))
+        self._count_inflight(batch.deliveries, 1)
 
         def done(f: asyncio.Future, batch=batch) -> None:
+            self._count_inflight(batch.deliveries, -1)
             if f.cancelled() or f.exception() is not None:
                 err = f.exception() if not f.cancelled() else None
                 self._end_requests([RequestStatus(r, 409, f"Leadership Change ({err})")
@@ -237,6 +241,12 @@ class ConsumerReplica:
             self._end_requests(batch.statuses)
 
         fut.add_done_callback(done)
+
+    def _count_inflight(self, deliveries, sign: int) -> None:
+        for reply, _ in deliveries:
+            fetch = self._fetches.get(reply)
+            if fetch is not None:
+                fetch.inflight += sign
 
     def _deliver(self, deliveries) -> None:
         """Hand messages to their fetches; those with a later ``due_ns`` (replay original,
@@ -270,7 +280,8 @@ class ConsumerReplica:
         fetch = self._fetches.get(reply)
         if fetch is None or fetch.future.done() or fetch.scheduled:
             return
-        if fetch.eager and (fetch.messages or self._held) or len(fetch.messages) >= fetch.batch:
+        if (fetch.eager and (fetch.messages or self._held) or len(fetch.messages) >= fetch.batch
+                or fetch.leaving and not fetch.inflight):
             fetch.future.set_result(None)
 
     def _end_requests(self, statuses) -> None:
@@ -280,7 +291,10 @@ class ConsumerReplica:
             fetch = self._fetches.get(st.reply)
             if fetch is not None and not fetch.future.done():
                 fetch.status = (st.code, st.description)
-                fetch.future.set_result(None)
+                fetch.leaving = True
+                # e.g. a 408 from the timer: messages decided earlier go out first
+                if not fetch.inflight:
+                    fetch.future.set_result(None)
 
     async def _read_ahead(self, want: int) -> None:
         """Read the next messages from the stream leader without blocking the event loop;
@@ -361,9 +375,25 @@ class ConsumerReplica:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(fetch.future),
                                            expires + 1.0 if expires else 5.0)
+                await self._leave(fetch, reply)
             return {"messages": fetch.messages, "status": fetch.status}
         finally:
             self._fetches.pop(reply, None)
+            if self.engine.is_leader:  # e.g. the call was cancelled: never serve it again
+                self.engine.cancel_request(reply)
+
+    async def _leave(self, fetch: _Fetch, reply: str) -> None:
+        """The caller stops waiting: its request leaves the queue, so no message goes to it
+        any more; messages already decided for it (their op in the raft log) still reach
+        it, once applied, instead of waiting out ack_wait."""
+        if fetch.future.done():
+            return
+        if self.engine.is_leader:
+            self.engine.cancel_request(reply)
+        fetch.leaving = True
+        if fetch.inflight:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(fetch.future), STREAM_CALL_TIMEOUT)
 
     async def _push(self, fetch: _Fetch, reply: str, max_bytes: int, expires: float) -> None:
         """Push consumers: hand out what is there, else poll for new messages until

@@ -137,7 +137,8 @@ def consumer_defaults(cfg: ConsumerConfig,
         max_ack_pending = (limits.max_ack_pending if limits else None) or 0
         if not max_ack_pending and cfg.ack_policy is not AckPolicy.NONE:
             max_ack_pending = DEFAULT_MAX_ACK_PENDING
-        changes["max_ack_pending"] = max_ack_pending
+        # still 0 (ack none): unset, as nats-server leaves it out of the config's JSON
+        changes["max_ack_pending"] = max_ack_pending or None
     if not cfg.inactive_threshold and limits is not None and limits.inactive_threshold:
         changes["inactive_threshold"] = limits.inactive_threshold
     if cfg.priority_policy is PriorityPolicy.PINNED_CLIENT and not cfg.priority_timeout:

@@ -239,19 +239,26 @@ class PullSubscription:
             pg = {"group": group, "min_pending": min_pending,
                   "min_ack_pending": min_ack_pending, "priority": priority}
         self.acks.flush()  # acks first: they may free room under max_ack_pending
-        msgs = self._pull(batch, 0.0, max_bytes, True, 0.0, timeout, pg)
-        if msgs:
-            return msgs
-        msgs = self._pull(1, timeout, max_bytes, False, heartbeat, timeout, pg)
+        end = time.monotonic() + timeout
+        # every pull expires with this fetch: a pull left waiting would take messages
+        # (e.g. those an ack frees under max_ack_pending) that nobody reads
+        msgs, status = self._pull(batch, timeout, max_bytes, True, heartbeat, timeout, pg)
+        left = end - time.monotonic()
+        if not msgs and status and status[1] == "Requests Pending" and left > 0:
+            # other pulls want more than there is: wait in line for the first message
+            msgs, _ = self._pull(1, left, max_bytes, False, heartbeat, left, pg)
+            left = end - time.monotonic()
+            if msgs and batch > 1 and left > 0:
+                msgs += self._pull(batch - 1, left, max_bytes, True, 0.0, left, pg)[0]
         if not msgs:
             raise NoMessagesError(f"no messages from {self.stream} > {self.name} within "
                                   f"{timeout:.1f}s")
-        if batch > 1:
-            msgs += self._pull(batch - 1, 0.0, max_bytes, True, 0.0, timeout, pg)
         return msgs
 
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
-              heartbeat: float, timeout: float, pg: dict[str, Any]) -> list[Msg]:
+              heartbeat: float, timeout: float,
+              pg: dict[str, Any]) -> tuple[list[Msg], tuple[int, str] | None]:
+        """One pull request: its messages and the status that ended it."""
         deadline = time.monotonic() + timeout + 10.0
         while True:
             if pg and self.pin_id:
@@ -273,7 +280,7 @@ class PullSubscription:
                     raise InvalidPriorityGroupError(f"{status[0]} {status[1]}")
                 raise BadRequestError(f"{status[0]} {status[1]}")
             if msgs or not status or status[0] != 409:
-                return msgs
+                return msgs, status
             # nothing was handed out: after a leadership change ask the new leader
             if "Leadership Change" not in status[1] or time.monotonic() >= deadline:
                 raise APIError(f"{status[0]} {status[1]}", spec="CONSUMER_INVALID_POLICY")

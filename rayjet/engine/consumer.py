@@ -755,6 +755,12 @@ class ConsumerEngine(AckDecisions):
         now = self.clock.now_ns() if now is None else now
         return self._waiting.expire(now)
 
+    def cancel_request(self, reply: str) -> bool:
+        """The client behind ``reply`` is gone: its request leaves the queue at once and gets
+        nothing more (nats-server drops a request whose reply subject lost its interest).
+        False when no such request waits (it ended or expired already)."""
+        return self._waiting.remove_reply(reply)
+
     def next_request_deadline(self) -> int:
         return self._waiting.next_deadline()
 

@@ -110,6 +110,14 @@ class WaitQueue:
                 del items[i]
                 return
 
+    def remove_reply(self, reply: str) -> bool:
+        """Drop the request answering to ``reply`` (its client left); False if none waits."""
+        for w in self.items:
+            if w.reply == reply:
+                self.remove(w)
+                return True
+        return False
+
     def drop_head(self) -> None:
         self.items.popleft()
 

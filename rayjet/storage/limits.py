@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rayjet.api.headers import MARKER_MAX_AGE, MARKER_REASON, TTL
+from rayjet.api.headers import MARKER_MAX_AGE, MARKER_REASON, ROLLUP, ROLLUP_SUBJECT, TTL
 from rayjet.errors import MessageTooBigError, StoreLimitError
 
 NEVER = -1  # a TTL that never expires, Nats-TTL: never
@@ -63,9 +63,11 @@ def go_duration(seconds: int) -> str:
 
 
 def marker_header(ttl_seconds: int) -> bytes:
-    """Headers of a subject delete marker left when max_age removes a subject's last message."""
+    """Headers of a subject delete marker left when max_age removes a subject's last message:
+    the lines nats-server 2.15 writes, in its order (a stream's byte count depends on them)."""
     return (f"NATS/1.0\r\n{MARKER_REASON}: {MARKER_MAX_AGE}\r\n"
-            f"{TTL}: {go_duration(ttl_seconds)}\r\n\r\n").encode()
+            f"{TTL}: {go_duration(ttl_seconds)}\r\n"
+            f"{ROLLUP}: {ROLLUP_SUBJECT}\r\n\r\n").encode()
 
 
 def header_value(hdr: bytes, name: str) -> str | None:

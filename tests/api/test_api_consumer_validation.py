@@ -41,8 +41,26 @@ def test_pull_defaults():
 
 def test_push_and_ack_none_defaults():
     push = consumer_defaults(ConsumerConfig(deliver_subject="out", ack_policy="none"))
-    assert push.max_waiting == 0 and push.ack_wait is None and push.max_ack_pending == 0
+    assert push.max_waiting == 0 and push.ack_wait is None and push.max_ack_pending is None
     assert consumer_defaults(ConsumerConfig(ack_policy="all")).ack_wait == 30.0
+
+
+def test_ack_none_leaves_max_ack_pending_unset():
+    """nats-server 2.15.1 leaves max_ack_pending out of an ack-none consumer's config (nats-py
+    reads None), keeps an explicit -1 or pull limit, and defaults ack all/explicit to 1000."""
+    for cfg in (ConsumerConfig(durable_name="P", ack_policy="none"),
+                ConsumerConfig(durable_name="Z", ack_policy="none", max_ack_pending=0),
+                ConsumerConfig(durable_name="Q", ack_policy="none", deliver_subject="out")):
+        done = validate_consumer_config(cfg, STREAM)
+        assert done.max_ack_pending is None
+        assert "max_ack_pending" not in done.to_dict()
+        assert ConsumerConfig.from_dict(done.to_dict()) == done
+    for kw, want in ((dict(max_ack_pending=-1), -1), (dict(max_ack_pending=5), 5)):
+        done = validate_consumer_config(ConsumerConfig(durable_name="P", ack_policy="none", **kw),
+                                        STREAM)
+        assert done.to_dict()["max_ack_pending"] == want
+    assert validate_consumer_config(ConsumerConfig(durable_name="A", ack_policy="all"),
+                                    STREAM).to_dict()["max_ack_pending"] == 1000
 
 
 def test_defaults_from_backoff_and_stream_limits():

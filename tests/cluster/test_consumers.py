@@ -84,6 +84,32 @@ def test_fetch_batches_acks_and_nak_term(js, orders):
     assert "WORK" in js.consumer_names(s)  # durable: stays
 
 
+def test_abandoned_fetch_takes_no_messages(js, orders):
+    """nats-server 2.15.1 (nats-py): with max_ack_pending=3, fetch(10) gets 1-3, a second
+    fetch times out, and after two acks a third fetch gets 4 and 5; the pulls the client
+    gave up on take nothing."""
+    s = orders
+    js.publish_batch([(f"{s}.a", b"%d" % i) for i in range(1, 11)])
+    sub = js.pull_subscribe(f"{s}.a", durable="CAPPED", stream=s, ack_wait=30.0,
+                            max_ack_pending=3)
+    first = sub.fetch(10, timeout=1.0)
+    assert [m.metadata.sequence.stream for m in first] == [1, 2, 3]
+    with pytest.raises(NoMessagesError):
+        sub.fetch(10, timeout=1.0)
+    info = sub.consumer_info()
+    assert row(info) == ("3/3", "0/0", 3, 0, 7) and info.num_waiting == 0
+    first[0].ack_sync()
+    first[1].ack_sync()
+    info = sub.consumer_info()
+    assert row(info) == ("3/3", "2/2", 1, 0, 7) and info.num_waiting == 0
+    third = sub.fetch(10, timeout=1.0)
+    assert [m.metadata.sequence.stream for m in third] == [4, 5]
+    assert [m.metadata.num_delivered for m in third] == [1, 1]
+    info = sub.consumer_info()
+    assert row(info) == ("5/5", "2/2", 3, 0, 5) and info.num_waiting == 0
+    sub.unsubscribe()
+
+
 def test_work_queue_workers_share_messages_and_stream_ends_empty(js, stream_name):
     s = stream_name
     js.add_stream(name=s, subjects=[f"{s}.*"], retention=RetentionPolicy.WORK_QUEUE,
@@ -144,6 +170,8 @@ def test_ordered_consumer_sees_every_message_once_in_order(js, orders):
     js.publish_batch([(f"{s}.o", b"%d" % i) for i in range(50)])
     sub = js.subscribe(f"{s}.o", stream=s, ordered_consumer=True,
                        deliver_policy=DeliverPolicy.ALL)
+    # ack none: max_ack_pending stays unset, as nats-server reports it
+    assert js.consumer_info(s, sub.name).config.max_ack_pending is None
     got = [m.data for m in sub.messages(timeout=2.0)]
     # delete its consumer under it: it re-creates one and goes on after the last message
     js.delete_consumer(s, sub.name)

@@ -223,6 +223,23 @@ def test_subject_delete_marker_proposed_by_the_leader(make, clock):
     assert h.state().msgs == 0
 
 
+def test_proposed_markers_carry_nats_server_headers_and_bytes(make, clock):
+    """As nats-server 2.15.1: MaxAge reason, TTL, then a subject rollup; two markers on
+    six-character subjects weigh 224 bytes."""
+    h = make(allow_msg_ttl=True, max_age=1.0, subject_delete_marker_ttl=1.0, subjects=["ab.*"])
+    h.pub("ab.cde")
+    h.pub("ab.fgh")
+    clock.advance(1)
+    res = h.engine.expire()
+    assert [op.subject for op in res.ops] == ["ab.cde", "ab.fgh"]
+    for op in res.ops:
+        assert h.apply(op).ok
+    assert [m.hdr for m in h.msgs()] == [
+        b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n"] * 2
+    st = h.state()
+    assert (st.msgs, st.bytes) == (2, 224)
+
+
 def test_followers_drop_their_own_markers(make, clock):
     h = make(allow_msg_ttl=True, max_age=10.0, subject_delete_marker_ttl=60.0)
     h.pub("s.a", b"x")

@@ -387,7 +387,8 @@ def test_subject_delete_marker(make, clock):
     # k.a lost its last message: a marker takes its place; k.b still has one
     marker = s.load_last_msg("k.a")
     assert marker.seq == 4 and marker.data == b""
-    assert decode_headers(marker.hdr) == {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "1m0s"}
+    assert decode_headers(marker.hdr) == {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "1m0s",
+                                          "Nats-Rollup": "sub"}
     assert s.load_last_msg("k.b").data == b"2"
     s = both_ways(make, s)
     clock.advance(1)
@@ -396,6 +397,22 @@ def test_subject_delete_marker(make, clock):
     clock.advance(60)
     s.expire()
     assert s.state().msgs == 0  # markers expire by their own TTL and leave nothing
+
+
+def test_subject_delete_markers_match_nats_server_bytes(make, clock):
+    """nats-server 2.15.1 (file store), max_age 1s and marker TTL 1s: two six-character
+    subjects lose their last message and the stream holds two markers, 224 bytes."""
+    s = make(max_age=1, allow_msg_ttl=True, subject_delete_marker_ttl=1)
+    s.store_msg("ab.cde", b"", b"")
+    s.store_msg("ab.fgh", b"", b"")
+    assert s.state().bytes == 72
+    clock.advance(1)
+    s.expire()
+    st = s.state()
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq) == (2, 224, 3, 4)
+    want = b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n"
+    assert [(m.subject, m.hdr, m.data) for m in (s.load_msg(3), s.load_msg(4))] == [
+        ("ab.cde", want, b""), ("ab.fgh", want, b"")]
 
 
 def test_update_config_enforces(make):

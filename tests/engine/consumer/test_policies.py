@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rayjet.api import StreamConfig
+from rayjet.api import ConsumerInfo, StreamConfig
 from rayjet.clock import NANOS_PER_SECOND
 from rayjet.engine.consumer_ops import StartOp, decode_consumer_op
 from rayjet.storage import MemStore, StoreConfig
@@ -104,6 +104,20 @@ def test_ack_none_moves_floor_with_delivery(make):
     assert c.ack(1).op is None  # nothing to ack
     c.tick(3600)
     assert [m.stream_seq for m in c.fetch(5)] == [3]
+
+
+def test_ack_none_info_leaves_max_ack_pending_unset(make):
+    """nats-server 2.15.1: an ack-none consumer's info has no max_ack_pending (nats-py: None)."""
+    c = make(ack_policy="none")
+    c.pub()
+    c.fetch(5)
+    info = c.engine.info(c.now)
+    assert info.config.max_ack_pending is None
+    wire = info.to_dict()
+    assert "max_ack_pending" not in wire["config"]
+    assert ConsumerInfo.from_dict(wire).config.max_ack_pending is None
+    nats_api = pytest.importorskip("nats.js.api", reason="nats-py is not installed (dev extra)")
+    assert nats_api.ConsumerInfo.from_response(wire).config.max_ack_pending is None
 
 
 def test_ack_all_acks_everything_below(make):
