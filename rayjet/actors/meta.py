@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from rayjet.actors import cluster
+from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import meta_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
@@ -91,7 +92,7 @@ class MetaMember:
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
                                                   notify_commit=ACTOR_NOTIFY_COMMIT))
         self.host = RaftHost(group, PeerSender(meta_actor_name), tick_seconds=tick_seconds,
-                             name=f"meta/{member_id}")
+                             name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
         self._reconciler: asyncio.Task | None = None
         self._started = False
 
