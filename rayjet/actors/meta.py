@@ -116,6 +116,14 @@ class MetaMember:
         self._ensure_started()
         return self.host.group.status()
 
+    async def cluster_info(self) -> dict[str, Any]:
+        """The meta group as its leader sees it (nats-server's ``meta_cluster``)."""
+        self._require_leader()
+        group = self.host.group
+        return {"name": "meta", "leader": self.id, "term": group.term,
+                "cluster_size": len(group.conf_state.voters),
+                "replicas": self.host.replicas() or []}
+
     def _require_leader(self) -> None:
         self._ensure_started()
         if not self.host.group.is_leader:
