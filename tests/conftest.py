@@ -13,6 +13,9 @@ def ray_session(tmp_path_factory):
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, namespace="rayjet", log_to_driver=False, include_dashboard=False)
+        # "local": a Ray of our own, even when `ray start` left a cluster running here.
+        # Ray's metrics agent runs on the node without the dashboard (tests/metrics).
+        ray.init(address="local", num_cpus=2, namespace="rayjet", log_to_driver=False,
+                 include_dashboard=False)
     yield ray
     ray.shutdown()

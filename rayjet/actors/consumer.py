@@ -23,10 +23,12 @@ from typing import Any
 import msgpack
 import ray
 
+from rayjet.actors.metrics import ConsumerMetrics, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.api import ConsumerConfig, StorageType, StreamConfig
+from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
@@ -42,6 +44,9 @@ ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
+# seconds between metric updates: each asks the stream leader for num_pending (one call),
+# and Ray exports every 10 s by default anyway
+METRICS_EVERY = 5.0
 STREAM_CALL_TIMEOUT = 5.0
 
 
@@ -156,8 +161,12 @@ class ConsumerReplica:
                                                   notify_commit=ACTOR_NOTIFY_COMMIT))
         send = PeerSender(lambda peer: consumer_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
-                             name=f"{self.stream_name}>{name}/{replica_id}")
+                             name=f"{self.stream_name}>{name}/{replica_id}",
+                             metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
         self.host.on_output.append(self._on_output)
+        self._metrics = ConsumerMetrics(self.stream_name, name)
+        self._metrics_at = 0.0
+        self._metrics_task: asyncio.Task | None = None
         self._fetches: dict[str, _Fetch] = {}
         self._ready_index: int | None = None
         self._timer: asyncio.Task | None = None
@@ -188,6 +197,7 @@ class ConsumerReplica:
         if out.role is not None:
             if out.role == Role.LEADER:
                 self._ready_index = group.node.raft.log.last_index()
+                self._metrics.became_leader()
             else:
                 self._ready_index = None
                 if self.engine.is_leader:
@@ -336,10 +346,31 @@ class ConsumerReplica:
                     self._serve_window(self.engine.serve)
                 if self.engine.is_inactive():
                     asyncio.get_running_loop().create_task(self._delete_self())
+                if time.monotonic() - self._metrics_at >= METRICS_EVERY and (
+                        self._metrics_task is None or self._metrics_task.done()):
+                    self._metrics_at = time.monotonic()
+                    # its own task: a slow stream leader must not hold up redeliveries
+                    self._metrics_task = asyncio.get_running_loop().create_task(
+                        self._update_metrics())
             except APIError as err:
                 log.debug("consumer timer on %s: %s", self.host.name, err)
             except Exception:
                 log.exception("consumer timer failed on %s", self.host.name)
+
+    async def _update_metrics(self) -> None:
+        """The leader's gauges: its own state, and num_pending from a window read without
+        blocking the event loop (the engine's info takes the count from it)."""
+        try:
+            await self._read_ahead(1)
+            try:
+                if not (self.group.is_leader and self.engine.is_leader):
+                    return
+                info = self.engine.info()
+            finally:
+                self.reader.drop()
+            self._metrics.update(info)
+        except Exception as err:  # noqa: BLE001 - metrics wait for the next round
+            log.debug("consumer metrics on %s: %s", self.host.name, err)
 
     async def _delete_self(self) -> None:
         from rayjet.actors.router import meta_router
@@ -492,7 +523,8 @@ class ConsumerReplica:
         self._require_leader()
         info = self.engine.info()
         out = info.to_dict()
-        out["cluster"] = {"raft_group": self.group_name, "leader": self.group.leader}
+        out["cluster"] = ClusterInfo(raft_group=self.group_name, leader=self.group.leader,
+                                     replicas=self.host.replicas() or ()).to_dict()
         return out
 
     async def advisories(self) -> list[tuple[str, dict]]:
@@ -526,6 +558,8 @@ class ConsumerReplica:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
+        if self._metrics_task is not None:
+            self._metrics_task.cancel()
         for fetch in self._fetches.values():
             if not fetch.future.done():
                 fetch.status = (409, "Consumer Deleted")

@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from rayjet.actors import cluster
+from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import meta_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
@@ -91,7 +92,7 @@ class MetaMember:
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
                                                   notify_commit=ACTOR_NOTIFY_COMMIT))
         self.host = RaftHost(group, PeerSender(meta_actor_name), tick_seconds=tick_seconds,
-                             name=f"meta/{member_id}")
+                             name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
         self._reconciler: asyncio.Task | None = None
         self._started = False
 
@@ -114,6 +115,14 @@ class MetaMember:
     async def status(self) -> dict[str, Any]:
         self._ensure_started()
         return self.host.group.status()
+
+    async def cluster_info(self) -> dict[str, Any]:
+        """The meta group as its leader sees it (nats-server's ``meta_cluster``)."""
+        self._require_leader()
+        group = self.host.group
+        return {"name": "meta", "leader": self.id, "term": group.term,
+                "cluster_size": len(group.conf_state.voters),
+                "replicas": self.host.replicas() or []}
 
     def _require_leader(self) -> None:
         self._ensure_started()

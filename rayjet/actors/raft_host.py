@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from rayjet.actors.metrics import EVERY as METRICS_EVERY
+from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
 from rayjet.raft import ConfChange, Message, ProposalDroppedError, Role
 from rayjet.replication import Output, ReplicaGroup
@@ -33,12 +36,14 @@ ACTOR_NOTIFY_COMMIT = False
 
 class RaftHost:
     def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,
-                 name: str = "") -> None:
+                 name: str = "", metrics: RaftMetrics | None = None) -> None:
         self.group = group
         self.send = send
         self.tick_seconds = tick_seconds
         self.name = name or group.id
-        self._waiters: dict[int, tuple[int, asyncio.Future]] = {}
+        self.metrics = metrics
+        # index -> (term, future, when proposed): the apply of the entry resolves it
+        self._waiters: dict[int, tuple[int, asyncio.Future, float]] = {}
         self._reads: dict[bytes, asyncio.Future] = {}
         self._pending_reads: list[tuple[int, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
@@ -59,13 +64,25 @@ class RaftHost:
         self._fail_waiters(ServiceUnavailableError(f"replica {self.name} stopped"))
 
     async def _tick_loop(self) -> None:
+        flush_every = max(1, round(METRICS_EVERY / self.tick_seconds))
+        ticks = 0
         while True:
             await asyncio.sleep(self.tick_seconds)
             try:
                 self.group.tick()
                 self.pump()
+                ticks += 1
+                if self.metrics is not None and ticks % flush_every == 0:
+                    self.metrics.flush()
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
+
+    def _wait_for(self, index: int, term: int) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[index] = (term, fut, time.perf_counter())
+        if self.metrics is not None:
+            self.metrics.proposed()
+        return fut
 
     # -- inputs -----------------------------------------------------------------------------
     def receive(self, messages: list[Message]) -> None:
@@ -79,8 +96,7 @@ class RaftHost:
         except ProposalDroppedError as exc:
             raise NotLeaderError(f"{self.name} is not the leader ({exc.description})",
                                  group=self.name) from None
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters[index] = (term, fut)
+        fut = self._wait_for(index, term)
         self.pump()
         return fut
 
@@ -91,8 +107,7 @@ class RaftHost:
         except ProposalDroppedError as exc:
             raise NotLeaderError(f"{self.name}: {exc.description}", group=self.name,
                                  leader=self.group.leader) from None
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters[index] = (term, fut)
+        fut = self._wait_for(index, term)
         self.pump()
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
@@ -130,6 +145,29 @@ class RaftHost:
             raise ServiceUnavailableError(
                 f"{self.name}: leadership not confirmed within {timeout:.1f}s") from None
 
+    # -- what the leader sees ---------------------------------------------------------------
+    def replicas(self) -> list[dict[str, Any]] | None:
+        """The other members as this leader sees them (nats-server's PeerInfo fields:
+        ``current``, ``active``, ``lag`` in raft entries behind the leader's log), or None
+        on a follower, which does not know."""
+        group = self.group
+        if not group.is_leader:
+            return None
+        raft = group.node.raft
+        last, commit = raft.log.last_index(), raft.log.committed
+        return [{"name": nid, "current": pr.match >= commit,
+                 "active": 0.0 if pr.recent_active else 1.0,
+                 "lag": max(0, last - pr.match)}
+                for nid, pr in raft.prs.items() if nid != group.id]
+
+    def lag(self) -> dict[str, int]:
+        """Leader: raft entries each member (itself included, at 0) is behind its log."""
+        group = self.group
+        raft = group.node.raft
+        last = raft.log.last_index()
+        return {nid: 0 if nid == group.id else max(0, last - pr.match)
+                for nid, pr in raft.prs.items()}
+
     # -- the pump ---------------------------------------------------------------------------
     def pump(self) -> Output:
         out = self.group.process()
@@ -148,7 +186,9 @@ class RaftHost:
             waiter = self._waiters.pop(applied.index, None)
             if waiter is None:
                 continue
-            term, fut = waiter
+            term, fut, proposed_at = waiter
+            if term == applied.term and self.metrics is not None:
+                self.metrics.committed(time.perf_counter() - proposed_at)
             if fut.done():
                 continue
             if term != applied.term:
@@ -181,7 +221,7 @@ class RaftHost:
 
     def _fail_waiters(self, err: Exception) -> None:
         waiters, self._waiters = self._waiters, {}
-        for _, fut in waiters.values():
+        for _, fut, _ in waiters.values():
             if not fut.done():
                 fut.set_exception(err)
         reads, self._reads = self._reads, {}

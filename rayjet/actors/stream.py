@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import PeerSender
@@ -74,8 +75,10 @@ class StreamReplica:
                                                   notify_commit=ACTOR_NOTIFY_COMMIT))
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
-                             name=f"{cfg.name}/{replica_id}")
+                             name=f"{cfg.name}/{replica_id}",
+                             metrics=RaftMetrics("stream", cfg.name))
         self.host.on_output.append(self._on_output)
+        self._metrics = StreamMetrics(cfg.name)
         self._ready_index: int | None = None
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
@@ -108,9 +111,12 @@ class StreamReplica:
                 self._ready_index = group.node.raft.log.last_index()
                 self._leader_since = time.time_ns()
                 self._outbox.reset(f"{self.id}:{group.term}")
+                st = self.machine.store.fast_state()
+                self._metrics.became_leader(st.last_seq, st.msgs)
             else:
                 self._ready_index = None
                 self.engine.set_follower()
+                self._metrics.lost_leadership()
         if (self._ready_index is not None and not self.engine.is_leader
                 and group.applied >= self._ready_index and group.is_leader):
             self.engine.set_leader(group.term)
@@ -142,6 +148,18 @@ class StreamReplica:
                 pass  # lost leadership between the check and the proposal
             except Exception:
                 log.exception("stream upkeep failed on %s", self.host.name)
+            try:
+                self._update_metrics()
+            except Exception:
+                log.exception("stream metrics failed on %s", self.host.name)
+
+    def _update_metrics(self) -> None:
+        """The leader's gauges and counters, from state it holds (no per-message work)."""
+        if not self.group.is_leader:
+            return
+        st = self.machine.store.fast_state()
+        self._metrics.update(messages=st.msgs, bytes=st.bytes, first_seq=st.first_seq,
+                             last_seq=st.last_seq, lag=self.host.lag())
 
     def _require_writable(self) -> None:
         self._ensure_started()
@@ -313,16 +331,9 @@ class StreamReplica:
     def _cluster_info(self) -> dict[str, Any]:
         group = self.group
         info: dict[str, Any] = {"raft_group": self.group_name, "leader": group.leader}
-        if group.is_leader:
-            st = group.node.status()
+        replicas = self.host.replicas()
+        if replicas is not None:
             info["leader_since"] = _ts(self._leader_since)
-            replicas = []
-            for nid, pr in group.node.raft.prs.items():
-                if nid == self.id:
-                    continue
-                replicas.append({"name": nid, "current": pr.match >= st.commit,
-                                 "active": 0.0 if pr.recent_active else 1.0,
-                                 "lag": max(0, st.last_index - pr.match)})
             info["replicas"] = replicas
         return info
 

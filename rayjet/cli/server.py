@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from rayjet.cli import common as c
-from rayjet.cli import ray_head
-from rayjet.cli.streams import replicas_cell, report_rows
+from rayjet.cli import ray_head, report
+from rayjet.cli.streams import replicas_cell
 from rayjet.client.ray_join import set_auth_mode
 
 app = typer.Typer(no_args_is_help=True)
@@ -188,12 +188,13 @@ def address_port(address: str | None) -> int:
 
 @c.command(app, "status")
 def status() -> None:
-    """Ray nodes with their labels, and every stream with its leader and replica lag."""
+    """Ray nodes with their labels; every stream with its size, sequences, leader and replica
+    lag; every consumer with its pending, ack pending and redelivered counts and ack floor."""
     js = c.connect()
     nodes = js.nodes()
-    streams = report_rows(sorted(js.streams_info(), key=lambda i: i.config.name))
+    streams, consumers = report.status_rows(report.gather(js))
     if c.wants_json():
-        c.emit_json({"nodes": nodes, "streams": streams})
+        c.emit_json({"nodes": nodes, "streams": streams, "consumers": consumers})
         return
     node_rows = []
     for n in nodes:
@@ -205,12 +206,70 @@ def status() -> None:
                           c.human_bytes(res.get("memory", 0))))
     tables = [c.list_table(["Node", "Address", "Labels", "CPUs", "Memory"], node_rows,
                            title=f"Ray nodes ({len(nodes)})", right=[3, 4])]
-    if streams:
-        tables.append(c.list_table(
-            ["Stream", "Replicas", "Messages", "Leader and replicas (* leader, ~ behind, "
-             "! offline)"],
-            [(r["stream"], str(r["replicas"]), f"{r['messages']:,}", replicas_cell(r))
-             for r in streams], title=f"Streams ({len(streams)})", right=[1, 2]))
-    else:
-        tables.append("No streams defined")
+    tables += _stream_tables(streams, consumers)
     c.print_renderables(*tables)
+
+
+def _stream_tables(streams: list[dict], consumers: list[dict]) -> list:
+    if not streams:
+        return ["No streams defined"]
+    tables = [c.list_table(
+        ["Stream", "Replicas", "Messages", "Bytes", "First seq", "Last seq",
+         "Leader and replicas (* leader, ~ behind, ! offline)"],
+        [(r["stream"], "-", "-", "-", "-", "-", f"error: {r['error']}") if "error" in r else
+         (r["stream"], str(r["replicas"]), f"{r['messages']:,}", c.human_bytes(r["bytes"]),
+          f"{r['first_seq']:,}", f"{r['last_seq']:,}", replicas_cell(r))
+         for r in streams], title=f"Streams ({len(streams)})", right=[1, 2, 3, 4, 5])]
+    if consumers:
+        tables.append(c.list_table(
+            ["Stream", "Consumer", "Pending", "Ack pending", "Redelivered", "Waiting",
+             "Ack floor (stream seq)", "Leader"],
+            [(r["stream"], r["consumer"], "-", "-", "-", "-", "-", f"error: {r['error']}")
+             if "error" in r else
+             (r["stream"], r["consumer"], f"{r['num_pending']:,}",
+              f"{r['num_ack_pending']:,}", f"{r['num_redelivered']:,}",
+              f"{r['num_waiting']:,}", f"{r['ack_floor_stream_seq']:,}", r["leader"] or "-")
+             for r in consumers], title=f"Consumers ({len(consumers)})",
+            right=[2, 3, 4, 5, 6]))
+    return tables
+
+
+@c.command(app, "report")
+def server_report(config: Annotated[bool, typer.Option(
+        "--config", help="include stream and consumer configurations (JSON)")] = False,
+        ) -> None:
+    """JetStream-wide numbers: totals, the meta group, every stream and consumer
+    (`--json`: a document shaped like nats-server's /jsz?streams=true&consumers=true)."""
+    from datetime import UTC, datetime
+
+    import ray
+
+    from rayjet.errors import APIError
+
+    js = c.connect()
+    reports = report.gather(js)
+    try:
+        meta = js.meta_cluster()
+    except APIError as err:
+        meta = {"name": "meta", "leader": None, "error": err.description}
+    doc = report.jsz(reports, meta, now=datetime.now(tz=UTC),
+                     server_id=ray.get_runtime_context().gcs_address or "",
+                     store_dir=str(js.data_dir), config=config)
+    if c.wants_json():
+        c.emit_json(doc)
+        return
+    mc = doc["meta_cluster"]
+    summary = c.kv_table([
+        ("Ray cluster", doc["server_id"]), ("Data dir", doc["config"].get("store_dir")),
+        ("Streams", f"{doc['streams']:,}"), ("Consumers", f"{doc['consumers']:,}"),
+        ("Messages", f"{doc['messages']:,}"), ("Bytes", c.human_bytes(doc["bytes"])),
+        ("Memory", c.human_bytes(doc["memory"])), ("File storage",
+                                                   c.human_bytes(doc["storage"])),
+        ("Meta leader", mc.get("leader") or f"none ({meta.get('error', 'no leader')})"),
+        ("Meta replicas", ", ".join(
+            f"{p['name']}{'' if p['current'] else '~'}" + (f" (lag {p['lag']})"
+                                                          if p["lag"] else "")
+            for p in mc.get("replicas", ())) or "-"),
+        ("Meta cluster size", str(mc["cluster_size"]))], title="JetStream report")
+    streams, consumers = report.status_rows(reports)
+    c.print_renderables(summary, *_stream_tables(streams, consumers))

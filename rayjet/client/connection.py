@@ -61,6 +61,12 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
             for n in ray.nodes() if n.get("Alive")
         ]
 
+    def meta_cluster(self) -> dict:
+        """The meta group as its leader sees it: ``name``, ``leader``, ``term``,
+        ``cluster_size`` and ``replicas`` (each member's ``name``, ``current``, ``active``,
+        ``lag``), like nats-server's ``meta_cluster``."""
+        return self._meta_call("cluster_info")
+
     def close(self) -> None:
         """Close the connection; a Ray started by ``connect()`` is shut down with it."""
         if self._closed:
