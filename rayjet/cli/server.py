@@ -84,8 +84,11 @@ def start(
     labels: Annotated[list[str] | None, typer.Option(
         "--label", help="node label key=value (repeatable), e.g. rayjet.cluster=west",
         show_default=False)] = None,
-    dashboard: Annotated[bool, typer.Option("--dashboard/--no-dashboard",
-                                            help="start Ray's dashboard")] = False,
+    dashboard: Annotated[bool, typer.Option(
+        "--dashboard/--no-dashboard",
+        help="start Ray's dashboard (metrics, and Prometheus' service discovery file)")] = True,
+    dashboard_port: Annotated[int, typer.Option(
+        "--dashboard-port", min=1, max=65535, help="the dashboard's HTTP port")] = 8265,
     auth: Annotated[bool, typer.Option(
         "--auth/--no-auth", help="Ray token authentication (the token is ~/.ray/auth_token; "
         "made if missing)")] = True,
@@ -100,7 +103,8 @@ def start(
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
            f"--dashboard-agent-listen-port={agent_port}",
-           f"--include-dashboard={str(dashboard).lower()}", "--disable-usage-stats"]
+           f"--include-dashboard={str(dashboard).lower()}", f"--dashboard-port={dashboard_port}",
+           "--disable-usage-stats"]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
     if node_labels:

@@ -1,0 +1,181 @@
+"""The `rayjet` command as a user runs it: separate OS processes from a fresh environment.
+
+A head is started with `rayjet server start` (its own ports and data dir, beside the test
+session's Ray); every command is the installed console script in a new process whose
+environment holds no Ray setting of the test (no RAY_ADDRESS, no RAY_AUTH_MODE): the token
+authentication of the head must be found the way a new shell finds it. Then the head is
+stopped and started again with the same data dir, and everything is back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+RAYJET = str(Path(sys.executable).parent / "rayjet")
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:  # an ephemeral port: outside Ray's worker port range
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fresh_env(**extra: str) -> dict[str, str]:
+    """This machine's environment without the test session's Ray or rayjet settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAY_", "RAYJET_", "PYTEST", "COV_"))}
+    env.update(COLUMNS="200", **extra)
+    return env
+
+
+class Shell:
+    """A user's shell: ``sh("stream", "ls")`` runs `rayjet stream ls` as a new process."""
+
+    def __init__(self, address: str, data_dir: Path, ports: dict[str, int]) -> None:
+        self.address, self.data_dir, self.ports = address, data_dir, ports
+        self.env = fresh_env(RAY_ADDRESS=address)
+
+    def __call__(self, *args: object, code: int = 0, env: dict[str, str] | None = None,
+                 timeout: float = 180) -> subprocess.CompletedProcess:
+        done = subprocess.run([RAYJET, *map(str, args)], capture_output=True, text=True,
+                              env=self.env if env is None else env, timeout=timeout,
+                              cwd=self.data_dir.parent)
+        assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
+        return done
+
+    def json(self, *args: object, **kw) -> dict:
+        return json.loads(self("--json", *args, **kw).stdout)
+
+    def start(self) -> dict:
+        p = self.ports
+        return json.loads(self(
+            "--json", "server", "start", "--data-dir", self.data_dir, "--port", p["gcs"],
+            "--client-port", p["client"], "--agent-port", p["agent"], "--no-dashboard",
+            env=fresh_env()).stdout)
+
+    def stop(self) -> dict:
+        return json.loads(self("--json", "server", "stop", "--port", self.ports["gcs"],
+                               env=fresh_env()).stdout)
+
+
+@pytest.fixture(scope="module")
+def sh(ray_session, tmp_path_factory):
+    # ray_session first: the test session's own Ray must exist before this head does
+    ports = {"gcs": free_port(), "client": free_port(), "agent": free_port()}
+    data_dir = tmp_path_factory.mktemp("cli-user") / "data"
+    shell = Shell(f"127.0.0.1:{ports['gcs']}", data_dir, ports)
+    try:
+        started = shell.start()
+        assert started["data_dir"] == str(data_dir) and started["auth"] == "token"
+        yield shell
+    finally:
+        subprocess.run([RAYJET, "server", "stop", "--port", str(ports["gcs"]), "--force"],
+                       env=fresh_env(), capture_output=True, timeout=120)
+
+
+def test_seed_walkthrough_from_new_shells_survives_a_restart(sh, tmp_path):
+    sh("stream", "add", "ORDERS", "--subjects", "ORDERS.*", "--storage", "file",
+       "--replicas", "1", "--dupe-window", "2m", "--defaults")
+    acks = [sh.json("req", "-H", "Nats-Msg-Id:1", "ORDERS.new", f"hello{i}")
+            for i in range(1, 5)]
+    assert [a["seq"] for a in acks] == [1, 1, 1, 1]
+    assert [bool(a.get("duplicate")) for a in acks] == [False, True, True, True]
+    info = sh.json("stream", "info", "ORDERS")
+    assert info["state"]["messages"] == 1 and info["state"]["last_seq"] == 1
+    assert re.search(r"Messages: +1\b", sh("stream", "info", "ORDERS").stdout)
+
+    sh("consumer", "add", "ORDERS", "DISPATCH", "--pull", "--filter", "ORDERS.processed",
+       "--ack", "explicit", "--deliver", "all")
+    sh("pub", "ORDERS.processed", "order {{Count}}", "--count", "3")
+    got = sh("consumer", "next", "ORDERS", "DISPATCH", "--count", "2", "--raw").stdout
+    assert got.split() == ["order", "1", "order", "2"]
+    ci = sh.json("consumer", "info", "ORDERS", "DISPATCH")
+    assert ci["ack_floor"]["stream_seq"] == 3 and ci["num_pending"] == 1
+
+    sh("kv", "add", "profiles", "--history", "5")
+    sh("kv", "put", "profiles", "sue.color", "blue")
+    sh("kv", "put", "profiles", "sue.color", "green")
+    assert sh("kv", "get", "profiles", "sue.color", "--raw").stdout.strip() == "green"
+    history = sh.json("kv", "history", "profiles", "sue.color")
+    assert [e["data"] for e in history] == ["blue", "green"]
+
+    blob = os.urandom(300_000)
+    src, out = tmp_path / "big.bin", tmp_path / "out.bin"
+    src.write_bytes(blob)
+    sh("object", "add", "files")
+    # a terminal would show the bar; FORCE_COLOR makes rich draw it into the pipe
+    put = sh("object", "put", "files", src, env={**sh.env, "FORCE_COLOR": "1"})
+    assert "big.bin" in put.stdout + put.stderr and "━" in put.stdout + put.stderr
+    sh("object", "get", "files", "big.bin", "-O", out)
+    assert out.read_bytes() == blob
+
+    stopped = sh.stop()
+    assert stopped["port"] == sh.ports["gcs"] and stopped["processes"] > 0
+    sh("stream", "ls", code=1)  # the head is gone: a clear error, not a hang
+    sh.start()
+
+    info = sh.json("stream", "info", "ORDERS")
+    assert info["state"]["messages"] == 4 and info["state"]["last_seq"] == 4
+    ci = sh.json("consumer", "info", "ORDERS", "DISPATCH")
+    assert ci["ack_floor"]["stream_seq"] == 3 and ci["num_pending"] == 1
+    assert sh("kv", "get", "profiles", "sue.color", "--raw").stdout.strip() == "green"
+    out.unlink()
+    sh("object", "get", "files", "big.bin", "-O", out)
+    assert out.read_bytes() == blob
+
+
+def test_no_cluster_and_stop_of_nothing_are_clear_errors(sh):
+    err = sh("--address", f"127.0.0.1:{free_port()}", "stream", "ls", code=1).stderr
+    assert "no Ray cluster" in err and "rayjet server start" in err
+    err = sh("server", "stop", "--port", free_port(), code=1).stderr
+    assert "no Ray head listens on port" in err
+
+
+def test_another_machine_joins_with_the_token_and_is_refused_without_it(sh, tmp_path):
+    """A machine without ~/.ray (a new HOME) joins by host:port given the head's token."""
+    token = (Path.home() / ".ray" / "auth_token").read_text().strip()
+    address = f"{socket.gethostbyname(socket.gethostname())}:{sh.ports['gcs']}"
+    other = fresh_env(HOME=str(tmp_path), RAY_ADDRESS=address)
+    names = sh.json("stream", "ls", env={**other, "RAY_AUTH_TOKEN": token})
+    assert isinstance(names, list)
+
+    err = sh("stream", "ls", code=1, env=other).stderr
+    assert "requires a token" in err and "err_code=0, code=401" in err
+    err = sh("stream", "ls", code=1, env={**other, "RAY_AUTH_TOKEN": "0" * 64}).stderr
+    assert "refused this machine's token" in err
+    err = sh("stream", "ls", code=1, env={**other, "RAY_AUTH_TOKEN": token,
+                                          "RAY_AUTH_MODE": "disabled"}).stderr
+    assert "requires a token" in err and "RAY_AUTH_MODE is 'disabled'" in err
+
+
+def test_python_and_ray_tasks_connect_by_address(sh):
+    """`rayjet.connect(address=...)` from a fresh interpreter, and from a Ray task on that
+    cluster (which reuses the task's Ray session)."""
+    script = textwrap.dedent(f"""
+        import ray, rayjet
+        js = rayjet.connect(address={sh.address!r})
+        js.add_stream(name="TASKS", subjects=["tasks.>"])
+
+        @ray.remote(num_cpus=0)
+        def publish(i):
+            import rayjet
+            return rayjet.connect().publish(f"tasks.{{i}}", b"x").seq
+
+        seqs = sorted(ray.get([publish.remote(i) for i in range(3)]))
+        print(seqs, js.stream_info("TASKS").state.messages)
+        js.close()
+    """)
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True,
+                          env=fresh_env(), timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[1, 2, 3] 3"
