@@ -122,7 +122,8 @@ class MetaMember:
         group = self.host.group
         return {"name": "meta", "leader": self.id, "term": group.term,
                 "cluster_size": len(group.conf_state.voters),
-                "replicas": self.host.replicas() or []}
+                "replicas": self.host.replicas() or [],
+                "data_dir": str(self.data_dir)}  # the cluster's, whatever a client's is
 
     def _require_leader(self) -> None:
         self._ensure_started()

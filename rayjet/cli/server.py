@@ -258,7 +258,7 @@ def server_report(config: Annotated[bool, typer.Option(
         meta = {"name": "meta", "leader": None, "error": err.description}
     doc = report.jsz(reports, meta, now=datetime.now(tz=UTC),
                      server_id=ray.get_runtime_context().gcs_address or "",
-                     store_dir=str(js.data_dir), config=config)
+                     store_dir=meta.get("data_dir") or str(js.data_dir), config=config)
     if c.wants_json():
         c.emit_json(doc)
         return

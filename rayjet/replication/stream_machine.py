@@ -75,7 +75,16 @@ class StreamMachine:
             self.store.truncate(0)
             self.engine = StreamEngine(self.engine.config, self.store, self.clock, rebuild=True)
             return
-        last = msgpack.unpackb(data, raw=False)["last_seq"]
+        decoded = msgpack.unpackb(data, raw=False)
+        if isinstance(decoded, list):
+            # the snapshot this replica installed from its leader is its own snapshot now:
+            # the store it carried was written to disk then; reload it only if the disk lost it
+            _version, store_snap, data = decoded
+            last = msgpack.unpackb(data, raw=False)["last_seq"]
+            if self.store.fast_state().last_seq < last:
+                self.store.restore(store_snap)
+        else:
+            last = decoded["last_seq"]
         if self.store.fast_state().last_seq > last:
             self.store.truncate(last)
         self.engine.restore(data)

@@ -126,6 +126,8 @@ def test_seed_walkthrough_from_new_shells_survives_a_restart(sh, tmp_path):
 
     info = sh.json("stream", "info", "ORDERS")
     assert info["state"]["messages"] == 4 and info["state"]["last_seq"] == 4
+    jsz = sh.json("server", "report")  # the cluster's data dir, not this shell's default
+    assert jsz["config"]["store_dir"] == str(sh.data_dir) and jsz["streams"] == 3
     ci = sh.json("consumer", "info", "ORDERS", "DISPATCH")
     assert ci["ack_floor"]["stream_seq"] == 3 and ci["num_pending"] == 1
     assert sh("kv", "get", "profiles", "sue.color", "--raw").stdout.strip() == "green"

@@ -94,3 +94,37 @@ def test_lagging_replica_catches_up_from_the_leaders_full_state():
     assert contents(net.groups[lagger]) == contents(leader)
     leader_publish(net, leader, [("orders.x", b"next")])
     assert contents(net.groups[lagger])[-1] == (13, "orders.x", b"next")
+
+
+def test_follower_that_installed_a_snapshot_restarts(tmp_path):
+    """A follower behind the compaction point installs the leader's snapshot; killed and
+    restarted over its own directories it comes back with every message, and again when
+    its store directory was lost (the installed snapshot still holds the store)."""
+    import shutil
+
+    names = ["a", "b", "c"]
+    opts = {"snapshot_every": 5, "sync_always": True}
+    net = Net({n: make_replica(n, names, tmp_path, **opts) for n in names})
+    leader = net.elect()
+    lagger = next(n for n in names if n != leader.id)
+    net.down.add(lagger)
+    for i in range(4):
+        leader_publish(net, leader, [("orders.new", b"%d-%d" % (i, j)) for j in range(5)])
+    assert leader.storage.first_index() > 2  # compacted past what the lagger has
+    net.down.discard(lagger)
+    net.tick(5)
+    expected = contents(leader)
+    assert len(expected) == 20 and contents(net.groups[lagger]) == expected
+
+    for lose_store in (False, True):
+        old = net.groups[lagger]
+        old.storage.close()
+        old.sm.store.close()
+        if lose_store:
+            shutil.rmtree(tmp_path / lagger / "store")
+        restarted = make_replica(lagger, names, tmp_path, **opts)
+        assert contents(restarted) == expected
+        net.groups[lagger] = restarted
+        leader_publish(net, leader, [("orders.new", b"after-%s" % str(lose_store).encode())])
+        net.tick(5)
+        assert contents(net.groups[lagger]) == contents(leader)
