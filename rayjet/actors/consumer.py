@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import ray
 
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
-from rayjet.api import ConsumerConfig, StorageType, StreamConfig
+from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from rayjet.clock import SYSTEM_CLOCK
+from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
 from rayjet.engine.consumer_reader import ReadAhead
@@ -43,6 +43,9 @@ TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
 STREAM_CALL_TIMEOUT = 5.0
+SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in steps
+ACK_BATCH = 4096  # acks per forward to the stream
+ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
 
 
 def encode_entry(ops) -> bytes:
@@ -163,7 +166,12 @@ class ConsumerReplica:
         self._timer: asyncio.Task | None = None
         self._started = False
         self._advisories: list[tuple[str, dict]] = []
-        self._acked_out: list[int] = []
+        # acks on their way to an interest / work-queue stream (leader only)
+        self._forward = stream_cfg.retention is not RetentionPolicy.LIMITS
+        self._outbox = AckOutbox()
+        self._ack_wake = asyncio.Event()
+        self._ack_task: asyncio.Task | None = None
+        self._stream_term: tuple[str, int] | None = None  # the stream leader last answering
         self._held: list[tuple[int, int, Delivery]] = []  # push deliveries not yet due
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -175,16 +183,20 @@ class ConsumerReplica:
         if not self._started:
             self._started = True
             self.host.start()
-            self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+            loop = asyncio.get_running_loop()
+            self._timer = loop.create_task(self._timer_loop())
+            if self._forward:
+                self._ack_task = loop.create_task(self._ack_loop())
 
 
     def _on_output(self, out: Output) -> None:
         group = self.group
-        for applied in out.applied:
-            if isinstance(applied.result, list):
-                for r in applied.result:
-                    if r.acked:
-                        self._acked_out.extend(r.acked)
+        if self._forward and self.engine.is_leader:
+            for applied in out.applied:
+                if isinstance(applied.result, list):
+                    for r in applied.result:
+                        if r.acked:
+                            self._outbox.add(r.acked)
         if out.role is not None:
             if out.role == Role.LEADER:
                 self._ready_index = group.node.raft.log.last_index()
@@ -192,6 +204,7 @@ class ConsumerReplica:
                 self._ready_index = None
                 if self.engine.is_leader:
                     self._end_requests(self.engine.set_follower())
+                self._outbox.clear()  # the next leader derives what is owed
         if (self._ready_index is not None and not self.engine.is_leader and group.is_leader
                 and group.applied >= self._ready_index):
             try:
@@ -199,18 +212,49 @@ class ConsumerReplica:
             except APIError:
                 log.exception("consumer %s cannot start leading yet", self.host.name)
                 return
+            if self._forward:
+                # whatever earlier leaders acked but the stream may not have applied
+                self._outbox.reconcile()
             if ops:
                 self.host.propose_nowait(encode_entry(ops))
-        if self._acked_out and self.engine.is_leader:
-            seqs, self._acked_out = self._acked_out, []
-            self._forward_acks(seqs)
+        if self._outbox.has_work:
+            self._ack_wake.set()
 
-    def _forward_acks(self, seqs: list[int]) -> None:
-        try:
-            handle = self.stream.handle(self.stream.leader or sorted(self.stream.names)[0])
-            handle.consumer_acked.remote(self.name, seqs)
-        except (ValueError, ray.exceptions.RayError):
-            self._acked_out.extend(seqs)  # try again on the next output
+    async def _ack_loop(self) -> None:
+        """Forward acks to the stream leader until it confirms them; a reconciliation
+        (this consumer's ack summary) when leading starts or the stream's leader changed.
+        Failed sends go back into the outbox and are retried after a pause."""
+        pause = ACK_RETRY_MIN
+        while True:
+            await self._ack_wake.wait()
+            self._ack_wake.clear()
+            while self.engine.is_leader:
+                send = self._outbox.next(ACK_BATCH)
+                if send is None:
+                    break
+                try:
+                    if send.sync:
+                        summary = self.engine.state.ack_summary()  # committed acks only
+                        ans = await self.stream.acall("consumer_sync", self.name,
+                                                      summary.to_list(), timeout=SYNC_TIMEOUT,
+                                                      attempt_timeout=STREAM_CALL_TIMEOUT)
+                    else:
+                        ans = await self.stream.acall("consumer_acked", self.name,
+                                                      list(send.seqs),
+                                                      timeout=STREAM_CALL_TIMEOUT,
+                                                      attempt_timeout=STREAM_CALL_TIMEOUT)
+                except Exception as err:  # noqa: BLE001 - any failure: keep them, retry
+                    self._outbox.done(send, False)
+                    log.debug("acks of %s not forwarded yet: %s", self.host.name, err)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, ACK_RETRY_MAX)
+                    continue
+                pause = ACK_RETRY_MIN
+                self._outbox.done(send, True)
+                term = (ans.get("leader"), ans.get("term"))
+                if self._stream_term is not None and term != self._stream_term:
+                    self._outbox.reconcile()  # a new stream leader: reconcile once more
+                self._stream_term = term
 
     def _require_leader(self) -> None:
         self._ensure_started()
@@ -515,6 +559,7 @@ class ConsumerReplica:
         self._ensure_started()
         st = self.group.status()
         st["writable"] = self.engine.is_leader
+        st["ack_outbox"] = len(self._outbox)  # acks the stream has not confirmed yet
         return st
 
     async def destroy(self) -> None:
@@ -522,10 +567,11 @@ class ConsumerReplica:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     async def _stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+        for task in (self._timer, self._ack_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for fetch in self._fetches.values():
             if not fetch.future.done():
                 fetch.status = (409, "Consumer Deleted")
