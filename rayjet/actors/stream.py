@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
                              "last_seq_for", "last_per_subject", "seq_for_time",
-                             "read_window"})
+                             "read_window", "read_many"})
 UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
 DEFAULT_TIMEOUT = 5.0
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
