@@ -187,15 +187,45 @@ def is_api_error(exc: BaseException) -> bool:
 
 class PeerSender:
     """Sends raft messages to the peers of a group: ``name_of(peer)`` is a peer's actor
-    name; handles are looked up once and kept. Fire and forget: raft tolerates losses."""
+    name; handles are looked up once and kept. Fire and forget: raft tolerates losses.
+
+    Inside an event loop a missing handle is looked up in a thread (``ray.get_actor``
+    blocks); messages for that peer wait for it (a few batches at most) and go out once
+    it is known, as a slow network would deliver them."""
+
+    MAX_WAITING = 16  # message batches kept per peer while its handle is looked up
 
     def __init__(self, name_of: Callable[[str], str]) -> None:
         self.name_of = name_of
         self._handles: dict[str, Any] = {}
+        self._waiting: dict[str, list[list]] = {}
 
     def __call__(self, peer: str, messages: list) -> None:
         handle = self._handles.get(peer)
-        if handle is None:
+        if handle is not None:
+            handle.receive.remote(messages)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a plain caller: look it up here
             handle = ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
             self._handles[peer] = handle
-        handle.receive.remote(messages)
+            handle.receive.remote(messages)
+            return
+        waiting = self._waiting.get(peer)
+        if waiting is None:
+            self._waiting[peer] = waiting = []
+            loop.create_task(self._look_up(peer))
+        waiting.append(messages)
+        del waiting[:-self.MAX_WAITING]
+
+    async def _look_up(self, peer: str) -> None:
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, self.name_of(peer),
+                                             namespace=NAMESPACE)
+        except Exception:  # noqa: BLE001 - not there (yet): raft sends again later
+            self._waiting.pop(peer, None)
+            return
+        self._handles[peer] = handle
+        for messages in self._waiting.pop(peer, []):
+            handle.receive.remote(messages)
