@@ -199,14 +199,17 @@ def test_consumer_answers_while_its_stream_leader_is_paused(js, stream_name):
 
 
 RESTART_SCRIPT = textwrap.dedent("""
-    import sys, time, rayjet
+    import sys, time, ray, rayjet
     from rayjet import AckPolicy, RetentionPolicy, StorageType
     data_dir, phase, retention = sys.argv[1], sys.argv[2], sys.argv[3]
+    # a Ray of its own (others may run on this machine), shut down when the phase ends
+    ray.init(address="local", num_cpus=2, namespace="rayjet", log_to_driver=False,
+             include_dashboard=False)
     N = 300
     names = ["C0"] if retention == "workqueue" else ["C0", "C1"]
     unacked = {"C0": {s for s in range(1, N + 1) if s % 50 == 7},
                "C1": {s for s in range(1, N + 1) if s % 50 == 23}}
-    with rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30) as js:
+    with rayjet.connect(data_dir=data_dir, timeout=30) as js:
         if phase == "ack":
             js.add_stream(name="JOBS", subjects=["jobs.*"], num_replicas=3,
                           retention=RetentionPolicy(retention), storage=StorageType.FILE)
