@@ -21,20 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import ray
 
 from rayjet.actors.metrics import ConsumerMetrics, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
-from rayjet.api import ConsumerConfig, StorageType, StreamConfig
+from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
+from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
 from rayjet.engine.consumer_reader import ReadAhead
 from rayjet.engine.consumer_types import Batch, Delivery, PullRequest, RequestStatus
-from rayjet.errors import APIError, BadRequestError, NotLeaderError, error_for
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    NotLeaderError,
+    ServiceUnavailableError,
+    error_for,
+)
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
 
@@ -48,6 +54,11 @@ READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
 # and Ray exports every 10 s by default anyway
 METRICS_EVERY = 5.0
 STREAM_CALL_TIMEOUT = 5.0
+MISS_TIMEOUT = 1.0  # a read not fetched ahead (blocks): short
+INFO_READ_TIMEOUT = 1.0
+SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in steps
+ACK_BATCH = 4096  # acks per forward to the stream
+ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
 
 
 def encode_entry(ops) -> bytes:
@@ -66,13 +77,18 @@ async def _awaited(ref: Any) -> Any:
 
 
 class RemoteStreamReader:
-    """The engine's StreamReader over calls to the stream's leader (blocking, bounded)."""
+    """The engine's StreamReader over calls to the stream's leader, for the reads the
+    actor did not fetch ahead (rare: the actor awaits what a decision needs first). While
+    the stream is known to be unreachable it fails at once instead of blocking."""
 
     def __init__(self, router: GroupRouter) -> None:
         self.router = router
+        self.unreachable = False
 
     def _call(self, method: str, *args: Any) -> Any:
-        return self.router.call("reader_call", method, *args, timeout=STREAM_CALL_TIMEOUT)
+        if self.unreachable:
+            raise ServiceUnavailableError("the stream's leader is not reachable; retry")
+        return self.router.call("reader_call", method, *args, timeout=MISS_TIMEOUT)
 
     def bounds(self):
         return self._call("bounds")
@@ -150,7 +166,10 @@ class ConsumerReplica:
         stream_cfg = StreamConfig.from_dict(stream_assignment["config"])
         cfg = ConsumerConfig.from_dict(config)
         self.stream = stream_router(stream_assignment)
-        self.reader = ReadAhead(RemoteStreamReader(self.stream))
+        self.remote = RemoteStreamReader(stream_router(stream_assignment))
+        self.reader = ReadAhead(self.remote)
+        self._taking_lead: asyncio.Task | None = None
+        self._last_info_reads: tuple[list, list] | None = None
         self.engine = ConsumerEngine(cfg, stream_cfg, self.reader,
                                      SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
         memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
@@ -172,7 +191,12 @@ class ConsumerReplica:
         self._timer: asyncio.Task | None = None
         self._started = False
         self._advisories: list[tuple[str, dict]] = []
-        self._acked_out: list[int] = []
+        # acks on their way to an interest / work-queue stream (leader only)
+        self._forward = stream_cfg.retention is not RetentionPolicy.LIMITS
+        self._outbox = AckOutbox()
+        self._ack_wake = asyncio.Event()
+        self._ack_task: asyncio.Task | None = None
+        self._stream_term: tuple[str, int] | None = None  # the stream leader last answering
         self._held: list[tuple[int, int, Delivery]] = []  # push deliveries not yet due
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -184,16 +208,20 @@ class ConsumerReplica:
         if not self._started:
             self._started = True
             self.host.start()
-            self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+            loop = asyncio.get_running_loop()
+            self._timer = loop.create_task(self._timer_loop())
+            if self._forward:
+                self._ack_task = loop.create_task(self._ack_loop())
 
 
     def _on_output(self, out: Output) -> None:
         group = self.group
-        for applied in out.applied:
-            if isinstance(applied.result, list):
-                for r in applied.result:
-                    if r.acked:
-                        self._acked_out.extend(r.acked)
+        if self._forward and self.engine.is_leader:
+            for applied in out.applied:
+                if isinstance(applied.result, list):
+                    for r in applied.result:
+                        if r.acked:
+                            self._outbox.add(r.acked)
         if out.role is not None:
             if out.role == Role.LEADER:
                 self._ready_index = group.node.raft.log.last_index()
@@ -202,25 +230,98 @@ class ConsumerReplica:
                 self._ready_index = None
                 if self.engine.is_leader:
                     self._end_requests(self.engine.set_follower())
-        if (self._ready_index is not None and not self.engine.is_leader and group.is_leader
-                and group.applied >= self._ready_index):
-            try:
-                ops = self.engine.set_leader()
-            except APIError:
-                log.exception("consumer %s cannot start leading yet", self.host.name)
-                return
-            if ops:
-                self.host.propose_nowait(encode_entry(ops))
-        if self._acked_out and self.engine.is_leader:
-            seqs, self._acked_out = self._acked_out, []
-            self._forward_acks(seqs)
+                self._outbox.clear()  # the next leader derives what is owed
+        if self._can_lead() and self._taking_lead is None:
+            self._taking_lead = asyncio.get_running_loop().create_task(self._take_lead())
+        if self._outbox.has_work:
+            self._ack_wake.set()
 
-    def _forward_acks(self, seqs: list[int]) -> None:
+    def _can_lead(self) -> bool:
+        group = self.group
+        return (self._ready_index is not None and not self.engine.is_leader
+                and group.is_leader and group.applied >= self._ready_index)
+
+    async def _take_lead(self) -> None:
+        """Start deciding once the stream reads that takes are fetched (without blocking
+        the event loop: heartbeats go on while the stream is slow or away)."""
         try:
-            handle = self.stream.handle(self.stream.leader or sorted(self.stream.names)[0])
-            handle.consumer_acked.remote(self.name, seqs)
-        except (ValueError, ray.exceptions.RayError):
-            self._acked_out.extend(seqs)  # try again on the next output
+            pause = ACK_RETRY_MIN
+            while self._can_lead():
+                reads = self.engine.leader_reads()
+                if await self._prefetch(reads) and self._can_lead():
+                    try:
+                        ops = self.engine.set_leader()
+                    except APIError:
+                        log.exception("consumer %s cannot start leading yet", self.host.name)
+                        ops = None
+                    finally:
+                        self.reader.drop()
+                    if ops is None:
+                        continue
+                    if self._forward:
+                        # whatever earlier leaders acked but the stream may not have applied
+                        self._outbox.reconcile()
+                        self._ack_wake.set()
+                    if ops:
+                        self.host.propose_nowait(encode_entry(ops))
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, ACK_RETRY_MAX)
+        finally:
+            self._taking_lead = None
+
+    async def _prefetch(self, reads: list, timeout: float = STREAM_CALL_TIMEOUT) -> bool:
+        """Fetch ``reads`` ((method, *args)) from the stream leader into the read-ahead
+        memo, awaiting the answer; False (and the reader fails fast) when it is away."""
+        if not reads:
+            return True
+        try:
+            results = await self.stream.acall("reader_call", "read_many", reads,
+                                              timeout=timeout, attempt_timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - unreachable, electing, or gone
+            log.debug("stream reads for %s failed: %s", self.host.name, err)
+            self.reader.drop()
+            self.remote.unreachable = True
+            return False
+        self.remote.unreachable = False
+        self.reader.offer_reads(reads, results)
+        return True
+
+    async def _ack_loop(self) -> None:
+        """Forward acks to the stream leader until it confirms them; a reconciliation
+        (this consumer's ack summary) when leading starts or the stream's leader changed.
+        Failed sends go back into the outbox and are retried after a pause."""
+        pause = ACK_RETRY_MIN
+        while True:
+            await self._ack_wake.wait()
+            self._ack_wake.clear()
+            while self.engine.is_leader:
+                send = self._outbox.next(ACK_BATCH)
+                if send is None:
+                    break
+                try:
+                    if send.sync:
+                        summary = self.engine.state.ack_summary()  # committed acks only
+                        ans = await self.stream.acall("consumer_sync", self.name,
+                                                      summary.to_list(), timeout=SYNC_TIMEOUT,
+                                                      attempt_timeout=STREAM_CALL_TIMEOUT)
+                    else:
+                        ans = await self.stream.acall("consumer_acked", self.name,
+                                                      list(send.seqs),
+                                                      timeout=STREAM_CALL_TIMEOUT,
+                                                      attempt_timeout=STREAM_CALL_TIMEOUT)
+                except Exception as err:  # noqa: BLE001 - any failure: keep them, retry
+                    self._outbox.done(send, False)
+                    log.debug("acks of %s not forwarded yet: %s", self.host.name, err)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, ACK_RETRY_MAX)
+                    continue
+                pause = ACK_RETRY_MIN
+                self._outbox.done(send, True)
+                term = (ans.get("leader"), ans.get("term"))
+                if self._stream_term is not None and term != self._stream_term:
+                    self._outbox.reconcile()  # a new stream leader: reconcile once more
+                self._stream_term = term
 
     def _require_leader(self) -> None:
         self._ensure_started()
@@ -306,23 +407,19 @@ class ConsumerReplica:
                 if not fetch.inflight:
                     fetch.future.set_result(None)
 
-    async def _read_ahead(self, want: int) -> None:
-        """Read the next messages from the stream leader without blocking the event loop;
-        the engine's next decision takes them from this window (or reads on its own when
-        the window does not fit, e.g. redeliveries or a last-per-subject catch-up)."""
+    async def _read_ahead(self, want: int) -> bool:
+        """Fetch what the next delivery decision reads (the next messages, queued
+        redeliveries, a last-per-subject catch-up) from the stream leader without blocking
+        the event loop; the engine takes them from the read-ahead. False: the stream did
+        not answer (the engine's own reads then fail at once instead of blocking)."""
+        if not self.engine.is_leader:
+            return False
         start = self.engine.read_position()
-        if not start or not self.engine.is_leader:
-            return
         limit = max(1, min(int(want), READ_AHEAD_MAX))
-        try:
-            handle = self.stream.handle(self.stream.leader or sorted(self.stream.names)[0])
-            ref = handle.reader_call.remote("read_window", tuple(self.engine.filters), start,
-                                            limit)
-            window = await asyncio.wait_for(_awaited(ref), STREAM_CALL_TIMEOUT)
-        except Exception:  # noqa: BLE001 - the engine's own (blocking) read still works
-            self.reader.drop()
-            return
-        self.reader.offer(window)
+        reads = self.engine.decision_reads(limit)
+        if start:
+            reads.append(("read_window", tuple(self.engine.filters), start, limit))
+        return await self._prefetch(reads)
 
     def _serve_window(self, decide) -> None:
         """Run one delivery decision on the window just read, then let the window go: a
@@ -341,9 +438,8 @@ class ConsumerReplica:
                 self._dispatch(self.engine.due_redeliveries())
                 # a pin also runs out with nobody waiting (unpinned advisory)
                 if self.engine.num_waiting or self.engine.pinned:
-                    if self.engine.num_waiting:
-                        await self._read_ahead(READ_AHEAD_TIMER)
-                    self._serve_window(self.engine.serve)
+                    if not self.engine.num_waiting or await self._read_ahead(READ_AHEAD_TIMER):
+                        self._serve_window(self.engine.serve)
                 if self.engine.is_inactive():
                     asyncio.get_running_loop().create_task(self._delete_self())
                 if time.monotonic() - self._metrics_at >= METRICS_EVERY and (
@@ -443,8 +539,7 @@ class ConsumerReplica:
                     self._release_held(fetch)
                     return
                 continue
-            if self.engine.is_leader:
-                await self._read_ahead(fetch.batch)
+            if self.engine.is_leader and await self._read_ahead(fetch.batch):
                 try:
                     batch = self.engine.next_batch(batch=fetch.batch, max_bytes=max_bytes,
                                                    reply=reply)
@@ -504,7 +599,12 @@ class ConsumerReplica:
         """Ack-all consumers: settle everything up to ``stream_seq`` in one durable op and
         return the consumer's info (see ConsumerEngine.prepare_advance)."""
         self._require_leader()
-        out = self.engine.prepare_advance(stream_seq)
+        await self._prefetch(self.engine.advance_reads(stream_seq))
+        self._require_leader()
+        try:
+            out = self.engine.prepare_advance(stream_seq)
+        finally:
+            self.reader.drop()
         if out.op is not None:
             fut = self.host.propose_nowait(encode_entry([out.op]))
             await asyncio.wait_for(asyncio.shield(fut), timeout)
@@ -521,7 +621,18 @@ class ConsumerReplica:
 
     async def info(self) -> dict[str, Any]:
         self._require_leader()
-        info = self.engine.info()
+        reads = self.engine.info_reads()
+        if await self._prefetch(reads, INFO_READ_TIMEOUT):
+            self._last_info_reads = (reads, [self.reader.num_pending(*reads[0][1:])])
+        elif self._last_info_reads is not None:
+            # the stream is away: report the pending count it last gave
+            last_reads, last = self._last_info_reads
+            self.reader.offer_reads(reads, last)
+        self._require_leader()
+        try:
+            info = self.engine.info()
+        finally:
+            self.reader.drop()
         out = info.to_dict()
         out["cluster"] = ClusterInfo(raft_group=self.group_name, leader=self.group.leader,
                                      replicas=self.host.replicas() or ()).to_dict()
@@ -547,6 +658,7 @@ class ConsumerReplica:
         self._ensure_started()
         st = self.group.status()
         st["writable"] = self.engine.is_leader
+        st["ack_outbox"] = len(self._outbox)  # acks the stream has not confirmed yet
         return st
 
     async def destroy(self) -> None:
@@ -554,12 +666,11 @@ class ConsumerReplica:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     async def _stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
-        if self._metrics_task is not None:
-            self._metrics_task.cancel()
+        for task in (self._timer, self._ack_task, self._metrics_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for fetch in self._fetches.values():
             if not fetch.future.done():
                 fetch.status = (409, "Consumer Deleted")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +39,20 @@ def call(ref_fn: Callable[[], Any], timeout: float) -> Any:
         raise unwrap(exc) from None
 
 
+async def _awaited(ref: Any) -> Any:
+    return await ref
+
+
+async def acall(ref: Any, timeout: float) -> Any:
+    """Await one actor call's answer without blocking the event loop (see :func:`call`)."""
+    try:
+        return await asyncio.wait_for(_awaited(ref), max(timeout, 0.001))
+    except RayTaskError as exc:  # first: it may also be an instance of the cause's class
+        raise unwrap(exc) from None
+    except builtins.TimeoutError:
+        raise TimeoutError(f"no answer within {timeout:.1f}s") from None
+
+
 class GroupRouter:
     """Calls the leader of a replica group, following leader hints and skipping dead actors."""
 
@@ -60,6 +76,43 @@ class GroupRouter:
             rids.insert(0, self.leader)
         return rids
 
+    async def ahandle(self, rid: str) -> Any:
+        """:meth:`handle` for async actors: the name lookup runs in a thread."""
+        h = self._handles.get(rid)
+        if h is None:
+            h = await asyncio.to_thread(ray.get_actor, self.names[rid], namespace=NAMESPACE)
+            self._handles[rid] = h
+        return h
+
+    def _failed(self, rid: str, err: BaseException, retry_unknown: bool,
+                attempt_timeout: float | None) -> bool:
+        """One attempt on ``rid`` failed: raise when retrying is wrong; True to start the
+        next round over the replicas (a leader hint), False to try the next replica."""
+        if isinstance(err, TimeoutError):
+            if attempt_timeout is None:
+                raise err
+            return False  # slow or dead: try the others, then this one again
+        if isinstance(err, NotLeaderError):
+            if err.fields.get("outcome_unknown") and not retry_unknown:
+                raise err
+            hint = err.fields.get("leader")
+            if hint in self.names and hint != rid:
+                self.leader = hint
+                return True
+            return hint == rid  # the leader is still catching up: ask it again shortly
+        # a dead or restarting replica: its handle may be stale
+        self._handles.pop(rid, None)
+        if isinstance(err, RayActorError) and not retry_unknown:
+            raise ServiceUnavailableError(
+                f"{self.what}: replica {rid} died during the call; the outcome "
+                "is unknown (retry with a Nats-Msg-Id to make retries safe)") from None
+        return False
+
+    def _no_leader(self, timeout: float, last: BaseException | None) -> ServiceUnavailableError:
+        detail = f" (last error: {last})" if last else ""
+        return ServiceUnavailableError(
+            f"{self.what} has no reachable leader within {timeout:.1f}s{detail}")
+
     def call(self, method: str, *args: Any, timeout: float = 10.0,
              retry_unknown: bool = True, any_replica: bool = False,
              attempt_timeout: float | None = None, **kwargs: Any) -> Any:
@@ -67,7 +120,7 @@ class GroupRouter:
         answers). ``retry_unknown=False`` gives up, instead of retrying, when a write may or
         may not have happened (the leader died or stepped down after taking it).
         ``attempt_timeout`` (only for calls safe to repeat) bounds the wait on one replica
-        before the others are tried."""
+        before the others are tried. Blocks: from an async actor use :meth:`acall`."""
         deadline = time.monotonic() + timeout
         last: BaseException | None = None
         while True:
@@ -82,34 +135,39 @@ class GroupRouter:
                     if not any_replica:
                         self.leader = rid
                     return result
-                except TimeoutError as err:
-                    if attempt_timeout is None:
-                        raise
-                    last = err  # slow or dead: try the others, then this one again
-                except NotLeaderError as err:
+                except (TimeoutError, NotLeaderError, RayActorError, ValueError) as err:
                     last = err
-                    if err.fields.get("outcome_unknown") and not retry_unknown:
-                        raise
-                    hint = err.fields.get("leader")
-                    if hint in self.names and hint != rid:
-                        self.leader = hint
+                    if self._failed(rid, err, retry_unknown, attempt_timeout):
                         break
-                    if hint == rid:
-                        break  # the leader is still catching up: ask it again shortly
-                except (RayActorError, ValueError) as err:
-                    # a dead or restarting replica: its handle may be stale
-                    self._handles.pop(rid, None)
-                    last = err
-                    if isinstance(err, RayActorError) and not retry_unknown:
-                        raise ServiceUnavailableError(
-                            f"{self.what}: replica {rid} died during the call; the outcome "
-                            "is unknown (retry with a Nats-Msg-Id to make retries safe)"
-                        ) from None
             if time.monotonic() >= deadline:
-                detail = f" (last error: {last})" if last else ""
-                raise ServiceUnavailableError(
-                    f"{self.what} has no reachable leader within {timeout:.1f}s{detail}")
+                raise self._no_leader(timeout, last)
             time.sleep(RETRY_PAUSE)
+
+    async def acall(self, method: str, *args: Any, timeout: float = 10.0,
+                    retry_unknown: bool = True, attempt_timeout: float | None = None,
+                    **kwargs: Any) -> Any:
+        """:meth:`call` for async actors: awaits the answers, never blocks the event loop."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last: BaseException | None = None
+        while True:
+            for rid in self._order():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                wait = remaining if attempt_timeout is None else min(remaining, attempt_timeout)
+                try:
+                    h = await self.ahandle(rid)
+                    result = await acall(getattr(h, method).remote(*args, **kwargs), wait)
+                    self.leader = rid
+                    return result
+                except (TimeoutError, NotLeaderError, RayActorError, ValueError) as err:
+                    last = err
+                    if self._failed(rid, err, retry_unknown, attempt_timeout):
+                        break
+            if loop.time() >= deadline:
+                raise self._no_leader(timeout, last)
+            await asyncio.sleep(RETRY_PAUSE)
 
 
 def meta_router() -> GroupRouter:
@@ -129,15 +187,45 @@ def is_api_error(exc: BaseException) -> bool:
 
 class PeerSender:
     """Sends raft messages to the peers of a group: ``name_of(peer)`` is a peer's actor
-    name; handles are looked up once and kept. Fire and forget: raft tolerates losses."""
+    name; handles are looked up once and kept. Fire and forget: raft tolerates losses.
+
+    Inside an event loop a missing handle is looked up in a thread (``ray.get_actor``
+    blocks); messages for that peer wait for it (a few batches at most) and go out once
+    it is known, as a slow network would deliver them."""
+
+    MAX_WAITING = 16  # message batches kept per peer while its handle is looked up
 
     def __init__(self, name_of: Callable[[str], str]) -> None:
         self.name_of = name_of
         self._handles: dict[str, Any] = {}
+        self._waiting: dict[str, list[list]] = {}
 
     def __call__(self, peer: str, messages: list) -> None:
         handle = self._handles.get(peer)
-        if handle is None:
+        if handle is not None:
+            handle.receive.remote(messages)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a plain caller: look it up here
             handle = ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
             self._handles[peer] = handle
-        handle.receive.remote(messages)
+            handle.receive.remote(messages)
+            return
+        waiting = self._waiting.get(peer)
+        if waiting is None:
+            self._waiting[peer] = waiting = []
+            loop.create_task(self._look_up(peer))
+        waiting.append(messages)
+        del waiting[:-self.MAX_WAITING]
+
+    async def _look_up(self, peer: str) -> None:
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, self.name_of(peer),
+                                             namespace=NAMESPACE)
+        except Exception:  # noqa: BLE001 - not there (yet): raft sends again later
+            self._waiting.pop(peer, None)
+            return
+        self._handles[peer] = handle
+        for messages in self._waiting.pop(peer, []):
+            handle.receive.remote(messages)

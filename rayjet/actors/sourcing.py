@@ -182,7 +182,8 @@ class SourcePump:
         last: APIError | None = None
         for mid in ids:
             try:
-                handle = ray.get_actor(meta_actor_name(mid), namespace=NAMESPACE)
+                handle = await asyncio.to_thread(ray.get_actor, meta_actor_name(mid),
+                                                 namespace=NAMESPACE)
                 out = await _call(handle, method, *args)
                 self._meta_leader = mid
                 return out
@@ -218,7 +219,8 @@ class SourcePump:
         for i in range(len(st.replicas)):
             rid = st.replicas[(st.turn + i) % len(st.replicas)]
             try:
-                handle = ray.get_actor(stream_actor_name(group, rid), namespace=NAMESPACE)
+                handle = await asyncio.to_thread(ray.get_actor, stream_actor_name(group, rid),
+                                                 namespace=NAMESPACE)
                 out = await _call(handle, "read_range", start, _END, filter=origin.read_filter,
                                   max_msgs=BATCH_MSGS, max_bytes=BATCH_BYTES)
                 st.turn = (st.turn + i) % len(st.replicas)

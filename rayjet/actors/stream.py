@@ -26,6 +26,7 @@ from rayjet.actors.router import PeerSender
 from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
+from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
@@ -39,9 +40,10 @@ log = logging.getLogger(__name__)
 
 _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
                              "last_seq_for", "last_per_subject", "seq_for_time",
-                             "read_window"})
+                             "read_window", "read_many"})
 UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
 DEFAULT_TIMEOUT = 5.0
+SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
 
 
@@ -392,14 +394,37 @@ class StreamReplica:
         return getattr(StoreReader(self.machine.store), method)(*args)
 
     async def consumer_acked(self, consumer: str, seqs: list[int],
-                             timeout: float = DEFAULT_TIMEOUT) -> int:
-        """A consumer acked ``seqs``: interest and work-queue streams may remove them."""
+                             timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """A consumer acked ``seqs``: interest and work-queue streams may remove them. The
+        answer comes once the acks are applied (the consumer keeps them until then) and
+        names this leader's term, so the consumer sees a leader change."""
         self._require_writable()
         ops = [self.engine.prepare_ack(consumer, seq) for seq in seqs]
-        if not ops:
-            return 0
-        results = await self._propose_ops(ops, timeout)
-        return sum(1 for r in results if r.ok and r.value)
+        removed = 0
+        if ops:
+            results = await self._propose_ops(ops, timeout)
+            removed = sum(1 for r in results if r.ok and r.value)
+        return {"removed": removed, "leader": self.id, "term": self.group.term}
+
+    async def consumer_sync(self, consumer: str, summary: list,
+                            timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """Reconcile with a consumer's replicated ack state (an :class:`AckSummary` as a
+        list): record every message it has acked that this stream still holds for it, a
+        bounded step at a time, each applied before the next is read."""
+        self._require_writable()
+        want = AckSummary.from_list(summary)
+        start, acked, removed = 0, 0, 0
+        while True:
+            ops, start = self.engine.prepare_consumer_sync(consumer, want, start)
+            for i in range(0, len(ops), SYNC_OPS):
+                results = await self._propose_ops(ops[i:i + SYNC_OPS], timeout)
+                acked += len(results)
+                removed += sum(1 for r in results if r.ok and r.value)
+            if not start:
+                break
+            await asyncio.sleep(0)  # let raft traffic through between steps
+            self._require_writable()
+        return {"acked": acked, "removed": removed, "leader": self.id, "term": self.group.term}
 
     async def register_consumer(self, name: str, filters: list[str], start_seq: int = 0,
                                 remove: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:

@@ -249,6 +249,55 @@ class ConsumerEngine(AckDecisions):
         self._lss.clear()
         return statuses
 
+    def leader_reads(self) -> list[tuple]:
+        """The stream reads :meth:`set_leader` makes, as (method, *args): an actor fetches
+        them ahead (a ``ReadAhead``) so taking the lead never waits on the stream."""
+        reads: list[tuple] = [("bounds",)]
+        cfg, v = self.config, self.state
+        if not v.started:
+            dp = cfg.deliver_policy
+            if dp is DeliverPolicy.LAST and self.filters:
+                reads.append(("last_seq_for", self.filters))
+            elif dp is DeliverPolicy.LAST_PER_SUBJECT:
+                reads.append(("last_per_subject", self.filters))
+            elif dp is DeliverPolicy.BY_START_TIME and cfg.opt_start_time is not None:
+                reads.append(("seq_for_time", int(cfg.opt_start_time.timestamp() * _NS)))
+        elif v.resume and v.scan <= v.resume and v.dsseq < v.resume:
+            reads.append(("last_per_subject", self.filters))
+        return reads
+
+    def decision_reads(self, want: int) -> list[tuple]:
+        """Reads the next delivery decision makes besides the new-message window:
+        queued redeliveries and last-per-subject catch-up messages (leader)."""
+        if not self._leader:
+            return []
+        n = max(1, min(want, 4096))
+        view = self._view
+        reads: list[tuple] = [("load_msg", s) for s in self._rdq
+                              if s in self._rdq_set and s in view.pending][:n]
+        if self._lss:
+            reads += [("load_msg", s) for s in list(self._lss)[:n]]
+            reads.append(("num_pending", self.filters, view.resume + 1, False))
+        return reads
+
+    def info_reads(self) -> list[tuple]:
+        """The stream read :meth:`info` makes (its ``num_pending``)."""
+        if self._leader:
+            if self._lss:
+                return [("num_pending", self.filters, self._view.resume + 1, False)]
+            return [("num_pending", self.filters, self._sseq, False)]
+        return [("num_pending", self.filters, max(self.state.dsseq + 1, self.state.scan),
+                 False)]
+
+    def advance_reads(self, sseq: int) -> list[tuple]:
+        """The stream reads :meth:`prepare_advance` to ``sseq`` makes (leader)."""
+        if not self._leader:
+            return []
+        v = self._view
+        start = max(v.dsseq + 1, v.scan, 1)
+        return [("bounds",), ("num_pending", self.filters, start, False),
+                ("num_pending", self.filters, sseq + 1, False)]
+
     def read_position(self) -> int:
         """The stream seq the next new message is looked for from (leader; 0 while a
         last-per-subject catch-up reads message by message)."""

@@ -47,6 +47,15 @@ class StreamReader(Protocol):
         """The first seq whose timestamp is >= ``ts_ns`` (last seq + 1 when none)."""
 
 
+READS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending", "last_seq_for",
+                   "last_per_subject", "seq_for_time", "read_window"})
+
+
+def read_key(method: str, *args) -> tuple:
+    """How a read is known in a :class:`ReadAhead` memo (filters as tuples)."""
+    return (method, *(tuple(a) if isinstance(a, list) else a for a in args))
+
+
 def _filters(filters: tuple[str, ...]) -> tuple[str, ...]:
     return filters or (">",)
 
@@ -91,6 +100,18 @@ class StoreReader:
             out.append(msg)
             seq = msg.seq + 1
         return out, last
+
+    def read_many(self, reads: list) -> list:
+        """Answer several reads at once: each is (method name, *args) of this reader
+        (``last_per_subject`` without a max_seq gives every subject's last seq)."""
+        out = []
+        for method, *args in reads:
+            if method not in READS:
+                raise ValueError(f"not a stream read: {method!r}")
+            if method == "last_per_subject" and len(args) == 1:
+                args = [args[0], self.bounds()[1]]
+            out.append(getattr(self, method)(*args))
+        return out
 
     def read_window(self, filters: tuple[str, ...], start_seq: int, limit: int) -> Window:
         """``load_next_batch`` and ``num_pending`` from ``start_seq`` in one answer."""
@@ -171,12 +192,25 @@ class ReadAhead:
     def __init__(self, inner: StreamReader) -> None:
         self.inner = inner
         self.window: Window | None = None
+        self.memo: dict[tuple, object] = {}  # reads answered ahead of time
 
     def offer(self, window: Window | None) -> None:
         self.window = window
 
+    def offer_reads(self, reads: list, results: list) -> None:
+        """Answers to reads (method, *args) fetched ahead, good until :meth:`drop`."""
+        for read, result in zip(reads, results, strict=True):
+            if read[0] == "read_window":
+                self.window = result
+            else:
+                self.memo[read_key(*read)] = result
+
     def drop(self) -> None:
         self.window = None
+        self.memo.clear()
+
+    def _memo(self, *key):
+        return self.memo.get(read_key(*key), _MISS)
 
     def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
                         limit: int) -> tuple[list[StoredMsg], int]:
@@ -195,22 +229,35 @@ class ReadAhead:
         if (w is not None and not last_per_subject and w.start == start_seq
                 and w.filters == tuple(filters)):
             return w.pending
-        return self.inner.num_pending(filters, start_seq, last_per_subject)
+        got = self._memo("num_pending", filters, start_seq, last_per_subject)
+        if got is _MISS and not last_per_subject:
+            got = self._memo("num_pending", filters, start_seq)
+        return self.inner.num_pending(filters, start_seq, last_per_subject) if got is _MISS \
+            else got
 
     def bounds(self) -> tuple[int, int]:
-        return self.inner.bounds()
+        got = self._memo("bounds")
+        return self.inner.bounds() if got is _MISS else tuple(got)
 
     def load_msg(self, seq: int) -> StoredMsg | None:
-        return self.inner.load_msg(seq)
+        got = self._memo("load_msg", seq)
+        return self.inner.load_msg(seq) if got is _MISS else got
 
     def last_seq_for(self, filters: tuple[str, ...]) -> int:
-        return self.inner.last_seq_for(filters)
+        got = self._memo("last_seq_for", filters)
+        return self.inner.last_seq_for(filters) if got is _MISS else got
 
     def last_per_subject(self, filters: tuple[str, ...], max_seq: int) -> list[int]:
-        return self.inner.last_per_subject(filters, max_seq)
+        got = self._memo("last_per_subject", filters)  # every subject's last: cut at max_seq
+        if got is _MISS:
+            return self.inner.last_per_subject(filters, max_seq)
+        return [s for s in got if s <= max_seq]
 
     def seq_for_time(self, ts_ns: int) -> int:
-        return self.inner.seq_for_time(ts_ns)
+        got = self._memo("seq_for_time", ts_ns)
+        return self.inner.seq_for_time(ts_ns) if got is _MISS else got
 
 
-__all__ = ["ReadAhead", "StoreReader", "StreamReader", "Window"]
+_MISS = object()
+
+__all__ = ["READS", "ReadAhead", "StoreReader", "StreamReader", "Window", "read_key"]

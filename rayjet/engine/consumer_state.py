@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.consumer_ops import (
     AckOp,
     AdvanceOp,
@@ -97,6 +98,14 @@ class ConsumerState:
         elif sseq > self.asseq:
             return True
         return sseq in self.redelivered
+
+    def ack_summary(self) -> AckSummary:
+        """The stream seqs this consumer is done with (see :class:`AckSummary`): what an
+        interest or work-queue stream may drop for it. Explicit acks settle what was
+        delivered and is not pending; ack-all and ack-none settle up to the floor."""
+        last = self.dsseq if self.ack_mode == ACK_EXPLICIT else self.asseq
+        outstanding = frozenset(s for s in (*self.pending, *self.redelivered) if s <= last)
+        return AckSummary(self.asseq, last, outstanding)
 
     # -- apply --------------------------------------------------------------------------------------
     def apply(self, op: ConsumerOp) -> list[int]:

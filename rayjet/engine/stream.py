@@ -21,6 +21,7 @@ from rayjet.api.validate_stream import validate_stream_config, validate_stream_u
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
 from rayjet.engine import checks as C
 from rayjet.engine import schedules as S
+from rayjet.engine.ack_sync import AckSummary, sync_seqs
 from rayjet.engine.batch import Staged, check_batch_id, check_batch_size
 from rayjet.engine.counters import ack_value, counter_payload, counter_value
 from rayjet.engine.dedup import DedupTable
@@ -82,6 +83,9 @@ def _encode(h: Mapping[str, str]) -> bytes:
     if len(out) > H.MAX_HEADER_BYTES:
         raise error_for("STREAM_HEADER_TOO_BIG")
     return out
+
+
+SYNC_SCAN = 16_384  # messages one reconciliation step looks at
 
 
 class StreamEngine:
@@ -445,6 +449,32 @@ class StreamEngine:
             if mc > 0 and len(self.interest) >= mc:
                 raise error_for("CONSUMER_MAX_CONSUMERS")
         return ConsumerOp(name, filters, start_seq, remove)
+
+    def prepare_consumer_sync(self, name: str, summary: AckSummary, start: int = 0,
+                              limit: int = SYNC_SCAN) -> tuple[list[AckOp], int]:
+        """Reconcile with consumer ``name``'s replicated ack state (leader, outside apply):
+        an ack op for every message from ``start`` on that it wants and has acked but this
+        stream has not recorded, looking at no more than ``limit`` messages. Returns the
+        ops and the seq to continue from (0: done)."""
+        c = self.interest.consumers.get(name)
+        if c is None or not self.interest.removes_on_ack:
+            return [], 0
+        store, msgs = self.store, []
+        seq = max(start, self.store.fast_state().first_seq, 1)
+        while seq <= summary.last and len(msgs) < limit:
+            try:
+                msg, seq = store.load_next_msg(">", True, seq)
+            except NotFoundError:
+                return self._acks_for(name, summary, msgs), 0
+            if seq > summary.last:
+                break
+            msgs.append((seq, msg.subject))
+            seq += 1
+        nxt = seq if seq <= summary.last and len(msgs) >= limit else 0
+        return self._acks_for(name, summary, msgs), nxt
+
+    def _acks_for(self, name: str, summary: AckSummary, msgs) -> list[AckOp]:
+        return [AckOp(name, seq) for seq in sync_seqs(self.interest, name, summary, msgs)]
 
     # -- consumers (local hook) ------------------------------------------------------------------
     def register_consumer(self, name: str, filters: Iterable[str] = (), start_seq: int = 0) -> None:

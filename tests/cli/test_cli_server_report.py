@@ -49,7 +49,7 @@ def test_server_report_json_is_shaped_like_jsz(cli, js, busy):
     s = busy
     doc = cli.json("server", "report")
     assert doc["now"].endswith("Z") and doc["server_id"]
-    assert doc["config"]["store_dir"] == str(js.data_dir)
+    assert doc["config"]["store_dir"] == js.meta_cluster()["data_dir"]  # the cluster's
     assert doc["streams"] >= 1 and doc["consumers"] >= 1 and doc["messages"] >= 12
     assert doc["memory"] >= js.stream_info(s).state.bytes and "storage" in doc
     meta = doc["meta_cluster"]

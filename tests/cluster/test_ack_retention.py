@@ -1,0 +1,261 @@
+"""Work-queue and interest streams under leader changes: every ack reaches the stream.
+
+An R3 stream, durable explicit-ack pull consumers, messages fetched and acked in batches;
+mid-way the stream's leader (or the consumer's) is killed, or Ray restarts between the
+acks and the check. The stream must end with exactly the messages some consumer did not
+ack, and consumer followers hold no acks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import ray
+
+from rayjet import AckPolicy, RetentionPolicy, StorageType
+from rayjet.actors.names import NAMESPACE, consumer_actor_name
+from tests.cluster.test_faults import leader_id, replica_handles
+
+N = 300
+BATCH = 30
+KILL_AFTER = 120  # acks before the kill
+
+
+def unacked_for(name: str) -> set[int]:
+    """Stream seqs consumer ``name`` leaves unacked (different per consumer)."""
+    off = 7 if name == "C0" else 23
+    return {s for s in range(1, N + 1) if s % 50 == off}
+
+
+def consumer_handles(js, stream, name):
+    ca = js._meta_call("consumer_assignment", stream, name)
+    return {rid: ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE)
+            for rid, _node in ca["peers"]}
+
+
+def consumer_statuses(js, stream, name):
+    return {rid: ray.get(h.status.remote(), timeout=30)
+            for rid, h in consumer_handles(js, stream, name).items()}
+
+
+def consumer_leader(js, stream, name):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for rid, st in consumer_statuses(js, stream, name).items():
+            if st["role"] == "Leader" and st["writable"]:
+                return rid
+        time.sleep(0.1)
+    raise AssertionError(f"consumer {name} has no leader")
+
+
+def stream_seqs(js, stream):
+    """The seqs the stream's leader holds now."""
+    last = js.stream_info(stream).state.last_seq
+    rid = leader_id(js, stream)
+    got = ray.get(replica_handles(js, stream)[rid].read_range.remote(1, max(last, 1),
+                                                                     max_msgs=100_000),
+                  timeout=30)
+    return set(got["seq"])
+
+
+def wait_stream_holds(js, stream, expected: set[int], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    held: set[int] | None = None
+    while time.monotonic() < deadline:
+        try:
+            if js.stream_info(stream).state.messages == len(expected):
+                held = stream_seqs(js, stream)
+                if held == expected:
+                    return
+        except Exception:  # noqa: BLE001 - a leader is being elected: ask again
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"stream holds {sorted(held or [])[:20]}..., expected "
+                         f"{sorted(expected)[:20]}... ({len(expected)})")
+
+
+def ack_all_but(js, stream, name, sub, kill=None, sync=False):
+    """Fetch and ack every message but ``unacked_for(name)``; ``kill()`` after KILL_AFTER
+    acks. Retries fetches (and sync acks) across leader elections."""
+    skip = unacked_for(name)
+    todo = set(range(1, N + 1)) - skip
+    acked = 0
+    killed = kill is None
+    deadline = time.monotonic() + 120
+    while todo:
+        assert time.monotonic() < deadline, f"{len(todo)} messages never came"
+        try:
+            batch = sub.fetch(BATCH, timeout=2)
+        except Exception:  # noqa: BLE001 - no messages yet, or a leader election
+            continue
+        for m in batch:
+            seq = m.metadata.sequence.stream
+            if seq in skip or seq not in todo:
+                continue
+            try:
+                m.ack_sync(timeout=10) if sync else m.ack()
+            except Exception:  # noqa: BLE001 - the consumer leader died: it comes back
+                continue
+            todo.discard(seq)
+            acked += 1
+            if not killed and acked >= KILL_AFTER:
+                sub.acks.flush()  # the acks so far reach the consumer first
+                kill()
+                killed = True
+
+
+def make_stream(js, s, retention):
+    js.add_stream(name=s, subjects=[f"{s}.*"], num_replicas=3, retention=retention,
+                  storage=StorageType.FILE)
+    names = ["C0"] if retention is RetentionPolicy.WORK_QUEUE else ["C0", "C1"]
+    for name in names:
+        js.add_consumer(s, durable_name=name, ack_policy=AckPolicy.EXPLICIT, ack_wait=3.0)
+    js.publish_batch([(f"{s}.job", b"%d" % i) for i in range(N)])
+    return names
+
+
+@pytest.mark.parametrize("fault", ["stream_leader", "consumer_leader"])
+@pytest.mark.parametrize("retention", [RetentionPolicy.WORK_QUEUE, RetentionPolicy.INTEREST],
+                         ids=["workqueue", "interest"])
+def test_acks_reach_the_stream_across_leader_kills(js, stream_name, retention, fault):
+    s = stream_name
+    names = make_stream(js, s, retention)
+    try:
+        expected: set[int] = set()
+        for name in names:
+            expected |= unacked_for(name)
+            sub = js.pull_subscribe(durable=name, stream=s)
+
+            def kill(name=name):
+                if fault == "stream_leader":
+                    victim = replica_handles(js, s)[leader_id(js, s)]
+                else:
+                    victim = consumer_handles(js, s, name)[consumer_leader(js, s, name)]
+                ray.kill(victim, no_restart=False)
+
+            ack_all_but(js, s, name, sub, kill=kill, sync=fault == "consumer_leader")
+            sub.unsubscribe()
+        wait_stream_holds(js, s, expected)
+    finally:
+        js.delete_stream(s)
+
+
+def test_consumer_followers_hold_no_acks(js, stream_name):
+    s = stream_name
+    make_stream(js, s, RetentionPolicy.WORK_QUEUE)
+    try:
+        sub = js.pull_subscribe(durable="C0", stream=s)
+        ack_all_but(js, s, "C0", sub)
+        sub.unsubscribe()
+        wait_stream_holds(js, s, unacked_for("C0"))
+        leader = consumer_leader(js, s, "C0")
+        outboxes = {rid: st["ack_outbox"] for rid, st in consumer_statuses(js, s, "C0").items()}
+        assert len(outboxes) == 3
+        assert all(n == 0 for rid, n in outboxes.items() if rid != leader), outboxes
+        assert outboxes[leader] == 0  # everything confirmed by the stream
+    finally:
+        js.delete_stream(s)
+
+
+def test_consumer_answers_while_its_stream_leader_is_paused(js, stream_name):
+    s = stream_name
+    make_stream(js, s, RetentionPolicy.WORK_QUEUE)
+    pid = None
+    try:
+        sub = js.pull_subscribe(durable="C0", stream=s)
+        [m] = sub.fetch(1, timeout=5)
+        js.consumer_info(s, "C0")  # a pending count to fall back on
+        handle = replica_handles(js, s)[leader_id(js, s)]
+        pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
+        chandles = consumer_handles(js, s, "C0")
+        cleader = chandles[consumer_leader(js, s, "C0")]
+        os.kill(pid, signal.SIGSTOP)
+        m.ack()  # its forward to the paused stream leader waits
+        sub.acks.flush()
+        t0 = time.monotonic()
+        worst = 0.0
+        infos = []
+        while time.monotonic() - t0 < 4.0:
+            infos.append(cleader.info.remote())  # reads the paused stream leader
+            for h in chandles.values():
+                start = time.monotonic()
+                ray.get(h.status.remote(), timeout=5)
+                worst = max(worst, time.monotonic() - start)
+            time.sleep(0.1)
+        assert worst < 1.0, f"a consumer replica took {worst:.2f}s to answer"
+        done, _ = ray.wait(infos, num_returns=len(infos), timeout=10)
+        assert len(done) == len(infos)  # each answered (from the last pending count)
+        assert ray.get(infos[-1])["ack_floor"]["stream_seq"] == 1
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        js.delete_stream(s)
+
+
+RESTART_SCRIPT = textwrap.dedent("""
+    import sys, time, ray, rayjet
+    from rayjet import AckPolicy, RetentionPolicy, StorageType
+    data_dir, phase, retention = sys.argv[1], sys.argv[2], sys.argv[3]
+    # a Ray of its own (others may run on this machine), shut down when the phase ends
+    ray.init(address="local", num_cpus=2, namespace="rayjet", log_to_driver=False,
+             include_dashboard=False)
+    N = 300
+    names = ["C0"] if retention == "workqueue" else ["C0", "C1"]
+    unacked = {"C0": {s for s in range(1, N + 1) if s % 50 == 7},
+               "C1": {s for s in range(1, N + 1) if s % 50 == 23}}
+    with rayjet.connect(data_dir=data_dir, timeout=30) as js:
+        if phase == "ack":
+            js.add_stream(name="JOBS", subjects=["jobs.*"], num_replicas=3,
+                          retention=RetentionPolicy(retention), storage=StorageType.FILE)
+            for name in names:
+                js.add_consumer("JOBS", durable_name=name, ack_policy=AckPolicy.EXPLICIT,
+                                ack_wait=3.0)
+            js.publish_batch([("jobs.job", b"%d" % i) for i in range(N)])
+            for name in names:
+                sub = js.pull_subscribe(durable=name, stream="JOBS")
+                todo = set(range(1, N + 1)) - unacked[name]
+                while todo:
+                    for m in sub.fetch(30, timeout=5):
+                        seq = m.metadata.sequence.stream
+                        if seq in todo:
+                            m.ack_sync()
+                            todo.discard(seq)
+            print("ACKED", js.stream_info("JOBS").state.messages)
+        else:
+            expected = set().union(*(unacked[n] for n in names))
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    n = js.stream_info("JOBS").state.messages
+                except Exception:
+                    n = None
+                if n == len(expected):
+                    break
+                assert time.monotonic() < deadline, f"stream holds {n}, want {len(expected)}"
+                time.sleep(0.3)
+            got = {js.get_msg("JOBS", s).seq for s in sorted(expected)}
+            assert got == expected
+            print("RECONCILED", n)
+""")
+
+
+@pytest.mark.parametrize("retention", ["workqueue", "interest"])
+def test_acks_reach_the_stream_across_a_full_restart(tmp_path, retention):
+    script = tmp_path / "phase.py"
+    script.write_text(RESTART_SCRIPT)
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": ":".join(sys.path)}
+    env.pop("RAY_ADDRESS", None)
+    out = ""
+    for phase in ("ack", "check"):
+        proc = subprocess.run([sys.executable, str(script), str(data_dir), phase, retention],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        out += proc.stdout
+    assert "RECONCILED" in out
