@@ -6,7 +6,7 @@ JVMs need ``--add-opens`` flags, and Spark's Python workers must run the driver'
 
 Output: the Spark driver JVM logs through ``log4j2.properties`` beside this module at the
 session's ``log_level`` (default ERROR), so Spark's start-up notes and warnings stay off the
-console; Ray's core library inside that JVM logs warnings and errors only. The conversions
+console; the info lines Ray's core library prints from that JVM are dropped. The conversions
 run without Ray Data's progress output (``progress=True`` keeps it) and without the
 deprecation notes RayDP's use of pyspark and Ray internals causes.
 """
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,8 +47,8 @@ DEFAULT_SPARK_BLOCKS = 2
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _LOG4J_CONFIG_KEY = "spark.log4j.config.file.name"
 _LOG_LEVEL_PROPERTY = "rayjet.spark.logLevel"
-# the C++ core of Ray in the Spark driver JVM logs to its stderr (RayDP joins Ray from there)
-_RAY_BACKEND_LOG_LEVEL = "RAY_BACKEND_LOG_LEVEL"
+# an info line of Ray's C++ core: "[2026-01-02 03:04:05,678 I 123 456] gcs_client.cc:96: ..."
+_RAY_CORE_INFO = re.compile(rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ I \d+ \d+\] ")
 
 
 def spark_configs(executor_cpu: float | None = 0.5, extra: dict[str, str] | None = None,
@@ -106,7 +108,7 @@ def session(app_name: str = "rayjet", *, num_executors: int = 1, executor_cores:
 
         js = js or rayjet.connect()
     _prepare_environment()
-    with _ray_core_warnings_only():
+    with _ray_core_info_dropped_from_children():
         spark = raydp.init_spark(app_name, num_executors=num_executors,
                                  executor_cores=executor_cores,
                                  executor_memory=executor_memory,
@@ -117,17 +119,33 @@ def session(app_name: str = "rayjet", *, num_executors: int = 1, executor_cores:
 
 
 @contextmanager
-def _ray_core_warnings_only() -> Iterator[None]:
-    """Start the Spark driver JVM with Ray's core library logging warnings and errors only
-    (its info lines would go to the console); an explicit setting is kept."""
-    before = os.environ.get(_RAY_BACKEND_LOG_LEVEL)
-    if before is None:
-        os.environ[_RAY_BACKEND_LOG_LEVEL] = "warning"
+def _ray_core_info_dropped_from_children() -> Iterator[None]:
+    """Processes started inside the block (the Spark driver JVM) write their stderr through
+    a pipe that drops the info lines of Ray's C++ core and passes everything else on.
+
+    RayDP joins Ray from that JVM, and Ray's core prints info lines on stderr before it
+    reads any log setting (``RAY_BACKEND_LOG_LEVEL`` comes too late), so they can only be
+    dropped on the way. This process's own stderr is restored when the block ends."""
+    sys.stderr.flush()
+    console = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(target=_forward_stderr, args=(read_end, console), daemon=True,
+                     name="rayjet-spark-stderr").start()
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(_RAY_BACKEND_LOG_LEVEL, None)
+        sys.stderr.flush()
+        os.dup2(console, 2)
+
+
+def _forward_stderr(read_end: int, console: int) -> None:
+    with os.fdopen(read_end, "rb") as lines, os.fdopen(console, "wb") as out:
+        for line in lines:
+            if not _RAY_CORE_INFO.match(line):
+                out.write(line)
+                out.flush()
 
 
 class _HideRayDeprecationNotes(logging.Filter):
