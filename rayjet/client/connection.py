@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import ray
@@ -21,6 +24,22 @@ from rayjet.errors import AuthorizationError, BadRequestError, ServiceUnavailabl
 
 DATA_DIR_ENV = "RAYJET_DATA_DIR"
 DEFAULT_TIMEOUT = 10.0
+_TOKEN_NOTE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+@contextmanager
+def _embedded_start_notes_hidden() -> Iterator[None]:
+    """Hide Ray's note that the local Ray it starts uses token authentication (a Ray
+    started for this process, reached by nothing else): the note tells how to turn the
+    security off. Ray's other warnings stay visible."""
+    note = logging.getLogger(_TOKEN_NOTE_LOGGER)
+    level = note.level
+    if level < logging.ERROR:
+        note.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        note.setLevel(level)
 
 
 def default_data_dir() -> Path:
@@ -99,11 +118,16 @@ def connect(
     """Connect to rayjet.
 
     ``address=None`` joins the cluster named by ``RAY_ADDRESS`` or starts a local Ray (the
-    embedded default); ``"auto"`` or ``"host:port"`` joins a running cluster and fails with
+    embedded default, even when another Ray runs on this machine); ``"auto"`` or ``"host:port"`` joins a running cluster and fails with
     ServiceUnavailableError when there is none, AuthorizationError when it refuses this
     process's Ray token (found as Ray's tools find it: ``RAY_AUTH_TOKEN``,
     ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``). When this process already runs Ray (a
     driver or a task), that session is reused.
+
+    Ray is started or joined with ``log_to_driver=False`` (the actors' own output stays in
+    Ray's log files) and ``logging_level=logging.WARNING`` (no start-up banner; Ray's
+    warnings and errors show); ``ray_init_kwargs`` overrides either, e.g.
+    ``{"logging_level": logging.INFO}`` for the dashboard's address.
     """
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise BadRequestError(f"timeout must be a positive number of seconds, not {timeout!r}")
@@ -117,14 +141,21 @@ def connect(
 
     started = False
     if not ray.is_initialized():
-        kwargs = {"namespace": NAMESPACE, "log_to_driver": False, **(ray_init_kwargs or {})}
+        kwargs = {"namespace": NAMESPACE, "log_to_driver": False,
+                  "logging_level": logging.WARNING, **(ray_init_kwargs or {})}
         target = join_address(address)
         if target is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
         if target is not None:
             target = prepare_join(target, timeout)
         try:
-            ray.init(address=target, **kwargs)
+            if target is None:
+                # "local": a Ray of our own, even when `ray start` left a cluster on this
+                # machine (ray.init() without an address would join that one)
+                with _embedded_start_notes_hidden():
+                    ray.init(address="local", **kwargs)
+            else:
+                ray.init(address=target, **kwargs)
         except ConnectionError as exc:
             raise ServiceUnavailableError(
                 f"no Ray cluster at {target!r} ({exc}); start one with `ray start --head` "

@@ -25,10 +25,10 @@ TOKEN_HINT = ("copy the head's ~/.ray/auth_token to this machine (or set RAY_AUT
 
 
 def join_address(address: str | None) -> str | None:
-    """The cluster this process joins: ``address``, else ``$RAY_ADDRESS``; None starts one."""
-    if address is not None:
-        return address
-    return os.environ.get("RAY_ADDRESS") or None
+    """The cluster this process joins: ``address``, else ``$RAY_ADDRESS``; None starts one
+    (as ``"local"`` does, Ray's name for a Ray of this process's own)."""
+    target = address if address is not None else os.environ.get("RAY_ADDRESS") or None
+    return None if target is not None and target.strip() == "local" else target
 
 
 def resolve_address(address: str, timeout: float) -> str:

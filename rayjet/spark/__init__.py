@@ -40,7 +40,7 @@ def read_stream(stream: str, subjects: str | list[str] | None = None,
                 start_time: Any = None, end_time: Any = None, parallelism: int | None = None,
                 decoder: Any = None, js: Any = None, *, headers: str = "json",
                 durable: str | None = None, ray_remote_args: dict | None = None,
-                **tuning: Any) -> ray.data.Dataset | tuple[ray.data.Dataset, Cursor]:
+                progress: bool = False, **tuning: Any) -> ray.data.Dataset | tuple[ray.data.Dataset, Cursor]:
     """A Ray Dataset of ``stream``'s messages: columns ``stream, subject, seq, ts, headers,
     data`` (``data`` binary, ``ts`` a UTC timestamp, ``headers`` a JSON object string, or an
     Arrow map with ``headers="map"``, or null with ``headers="none"``).
@@ -57,6 +57,11 @@ def read_stream(stream: str, subjects: str | list[str] | None = None,
     cursor's last commit, and returns ``(dataset, cursor)``; call ``cursor.commit()``
     once the run's output is safe. ``start_seq``/``start_time`` then only apply when the
     cursor is created.
+
+    The dataset, and those derived from it, execute without Ray Data's progress bars and
+    execution log lines on the console (they still go to Ray Data's log file);
+    ``progress=True`` keeps Ray Data's own settings. Only this dataset's ``DataContext``
+    changes, never the process-wide one.
     """
     if js is None:
         import rayjet
@@ -78,7 +83,7 @@ def read_stream(stream: str, subjects: str | list[str] | None = None,
         plan = make_plan(js, stream, subjects=subjects, start_seq=start_seq, end_seq=end_seq,
                          start_time=start_time, end_time=end_time, headers=headers,
                          decoder=decoder, **tuning)
-    ds = dataset_of(plan, parallelism, ray_remote_args)
+    ds = dataset_of(plan, parallelism, ray_remote_args, progress=progress)
     return ds if cursor is None else (ds, cursor)
 
 
@@ -93,7 +98,8 @@ def _to_datetime(t: Any) -> Any:
 def read_stream_df(spark: Any, stream: str, subjects: str | list[str] | None = None, *,
                    parallelism: int | None = None, **kwargs: Any) -> Any:
     """A Spark DataFrame of ``stream`` (see :func:`read_stream`; same arguments), through
-    RayDP. With ``durable=...`` returns ``(df, cursor)``.
+    RayDP. With ``durable=...`` returns ``(df, cursor)``; ``progress`` as for
+    :func:`read_stream`.
 
     The read makes few large blocks (one per ~64 MB, at most 16; ``parallelism`` sets the
     count) and hands them to Spark as they are: RayDP converts block by block."""
@@ -109,10 +115,11 @@ def read_stream_df(spark: Any, stream: str, subjects: str | list[str] | None = N
     # would glue several blocks of a task into one of several chunks, which RayDP refuses
     kwargs["block_rows"] = kwargs["block_bytes"] = 1 << 62
     out = read_stream(stream, subjects, parallelism=parallelism, **kwargs)
+    progress = bool(kwargs.get("progress", False))
     if isinstance(out, tuple):
         ds, cursor = out
-        return to_spark(ds, spark, blocks=None), cursor
-    return to_spark(out, spark, blocks=None)
+        return to_spark(ds, spark, blocks=None, progress=progress), cursor
+    return to_spark(out, spark, blocks=None, progress=progress)
 
 
 __all__ = [

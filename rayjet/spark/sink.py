@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +23,13 @@ import ray
 
 from rayjet.api import headers as H
 from rayjet.errors import APIError, BadRequestError, ServiceUnavailableError, TimeoutError
+from rayjet.spark.quiet import quiet_execution
 
 PUBLISH_CHUNK = 5_000  # messages per publish_batch call from a write task
 WRITE_TASK_CPUS = 0.5
+# a block whose publish found the stream unavailable or timed out is published again (same
+# ids: the stream keeps one copy), up to this many times, waiting 0.5 s, 1 s, 2 s between
+WRITE_RETRIES = 3
 _RESULT_SCHEMA = pa.schema([("rows", pa.int64()), ("stored", pa.int64()),
                             ("duplicates", pa.int64()), ("first_seq", pa.int64()),
                             ("last_seq", pa.int64())])
@@ -144,7 +149,14 @@ def publish_block(table: pa.Table, spec: WriteSpec, js: Any = None) -> dict[str,
 
 
 def _write_batch(batch: pa.Table, spec: WriteSpec) -> pa.Table:
-    r = publish_block(batch, spec)
+    for attempt in range(WRITE_RETRIES + 1):
+        try:
+            r = publish_block(batch, spec)
+            break
+        except (ServiceUnavailableError, TimeoutError):
+            if attempt == WRITE_RETRIES:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
     return pa.Table.from_pylist([r], schema=_RESULT_SCHEMA)
 
 
@@ -153,7 +165,7 @@ def write_stream(data: Any, subject_col: str | None = "subject", data_col: str =
                  headers_col: str | None = None, msg_id_col: str | None = None, *,
                  subject: str | None = None, js: Any = None, id_prefix: str = "",
                  parallelism: int | None = None, timeout: float | None = None,
-                 ray_remote_args: dict | None = None) -> WriteResult:
+                 ray_remote_args: dict | None = None, progress: bool = False) -> WriteResult:
     """Publish every row of ``data`` (a Ray Dataset, a Spark DataFrame of a RayDP session,
     a pyarrow Table or a pandas DataFrame) as one message, exactly once.
 
@@ -161,7 +173,8 @@ def write_stream(data: Any, subject_col: str | None = "subject", data_col: str =
     string; dicts and lists become JSON); ``headers_col`` (a map or a JSON object string);
     ``msg_id_col`` (the ``Nats-Msg-Id``; without it an id is derived from the block's
     content and the row's index). ``id_prefix`` namespaces ids (e.g. a job name).
-    Returns counts of stored and duplicate messages.
+    Returns counts of stored and duplicate messages. The write runs without Ray Data's
+    progress output unless ``progress``; ``data``'s own settings are kept.
     """
     from rayjet.spark.session import from_spark, is_spark_dataframe
 
@@ -176,7 +189,7 @@ def write_stream(data: Any, subject_col: str | None = "subject", data_col: str =
 
         js = rayjet.connect()
     if is_spark_dataframe(data):
-        ds = from_spark(data, parallelism)
+        ds = from_spark(data, parallelism, progress=progress)
     elif isinstance(data, ray.data.Dataset):
         ds = data
     elif isinstance(data, pa.Table):
@@ -199,11 +212,11 @@ def write_stream(data: Any, subject_col: str | None = "subject", data_col: str =
                      data_col=data_col, headers_col=headers_col, msg_id_col=msg_id_col,
                      id_prefix=id_prefix, data_dir=str(js.data_dir),
                      timeout=timeout or js.timeout)
-    retry = {"max_retries": 3, "retry_exceptions": [ServiceUnavailableError, TimeoutError],
-             **(ray_remote_args or {})}
-    results = ds.map_batches(_write_batch, fn_kwargs={"spec": spec}, batch_format="pyarrow",
-                             batch_size=None, zero_copy_batch=True, num_cpus=WRITE_TASK_CPUS,
-                             ray_remote_args_fn=lambda: dict(retry)).take_all()
+    with quiet_execution(ds, progress):
+        results = ds.map_batches(_write_batch, fn_kwargs={"spec": spec},
+                                 batch_format="pyarrow", batch_size=None, zero_copy_batch=True,
+                                 num_cpus=WRITE_TASK_CPUS, **(ray_remote_args or {})
+                                 ).take_all()
     out = WriteResult(blocks=len(results), per_block=results)
     for r in results:
         out.rows += r["rows"]

@@ -30,6 +30,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import BadRequestError, ServiceUnavailableError
+from rayjet.spark.quiet import quiet_dataset
 from rayjet.subjects import subject_matches, validate_filter
 
 # one read_range call: at most this many messages / bytes (the actor builds the page)
@@ -388,12 +389,14 @@ def default_parallelism(plan: ReadPlan) -> int:
 
 
 def dataset_of(plan: ReadPlan, parallelism: int | None = None,
-               ray_remote_args: dict | None = None) -> ray.data.Dataset:
+               ray_remote_args: dict | None = None, *, progress: bool = False
+               ) -> ray.data.Dataset:
     n = parallelism or default_parallelism(plan)
     n = len(plan.pieces(n)) or 1
     extra = {"ray_remote_args": ray_remote_args} if ray_remote_args else {}
-    return ray.data.read_datasource(StreamDatasource(plan), override_num_blocks=n,
-                                    num_cpus=READ_TASK_CPUS, **extra)
+    ds = ray.data.read_datasource(StreamDatasource(plan), override_num_blocks=n,
+                                  num_cpus=READ_TASK_CPUS, **extra)
+    return quiet_dataset(ds, progress)
 
 
 def with_range(plan: ReadPlan, start_seq: int, end_seq: int) -> ReadPlan:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import ray
 
 from rayjet import StreamConfig
 from rayjet.spark import (
@@ -101,3 +103,36 @@ def test_read_tasks_of_many_pages_reach_spark(js, spark, stream_name):
     assert df.count() == 5000
     assert sorted(int(r["data"]) for r in df.select("data").collect()) == list(range(5000))
     js.delete_stream(stream_name)
+
+
+# Ray Data's console lines: execution start/plan/finish, progress blocks and bars
+RAY_DATA_OUTPUT = re.compile(r"Running Dataset|Starting execution of Dataset|Execution plan of"
+                             r"|execution finished in|Total Progress|Progress will be logged"
+                             r"|Progress bars disabled|logging_progress|streaming_executor")
+
+
+def test_reads_and_writes_print_nothing_of_ray_data(js, spark, stream_name, capfd,
+                                                    ray_data_console):
+    src, out = f"{stream_name}IN", f"{stream_name}OUT"
+    js.add_stream(StreamConfig(name=src, subjects=[f"{src}.>"]))
+    js.add_stream(StreamConfig(name=out, subjects=[f"{out}.>"]))
+    js.publish_batch([(f"{src}.a", b"%d" % i) for i in range(500)])
+    capfd.readouterr()
+    ray_data_console.take()
+
+    df = read_stream_df(spark, src, js=js)                   # stream -> Spark
+    assert df.count() == 500
+    moved = df.selectExpr(f"'{out}.b' AS subject", "data", "cast(seq AS string) AS id")
+    assert write_stream(moved, msg_id_col="id", js=js).stored == 500   # Spark -> stream
+    assert len(read_stream(out, js=js).take_all()) == 500    # stream -> Ray Data
+    seen = capfd.readouterr()
+    noise = [line for line in (seen.out + seen.err).splitlines() if RAY_DATA_OUTPUT.search(line)]
+    assert not noise, "\n".join(noise)
+    # nothing Ray Data's console handler would print
+    assert not [line for line in ray_data_console.take() if RAY_DATA_OUTPUT.search(line)]
+    # only rayjet's datasets were quieted: the process-wide settings are the user's
+    assert ray.data.DataContext.get_current().enable_progress_bars
+
+    # progress=True keeps Ray Data's own output (and shows the check would have seen it)
+    assert len(read_stream(out, js=js, progress=True).take_all()) == 500
+    assert any(RAY_DATA_OUTPUT.search(line) for line in ray_data_console.take())
