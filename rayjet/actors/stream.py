@@ -84,6 +84,7 @@ class StreamReplica:
         self._ready_index: int | None = None
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
+        self._sweep: asyncio.Task | None = None
         self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
@@ -146,6 +147,9 @@ class StreamReplica:
                     ops += self.engine.due()
                     if ops:
                         self.host.propose_nowait(encode_entry(ops))
+                    if self.engine.sweep_from and (self._sweep is None or self._sweep.done()):
+                        self._sweep = asyncio.get_running_loop().create_task(
+                            self._sweep_loop())
             except APIError:
                 pass  # lost leadership between the check and the proposal
             except Exception:
@@ -154,6 +158,18 @@ class StreamReplica:
                 self._update_metrics()
             except Exception:
                 log.exception("stream metrics failed on %s", self.host.name)
+
+    async def _sweep_loop(self) -> None:
+        """Remove what a removed consumer of an interest stream held, one bounded step at
+        a time, each applied before the next is read (see engine.interest_sweep)."""
+        try:
+            while self.engine.is_leader and (op := self.engine.prepare_sweep()) is not None:
+                await self._propose_ops([op], DEFAULT_TIMEOUT)
+                await asyncio.sleep(0)  # let raft traffic and clients through between steps
+        except APIError:
+            pass  # lost leadership: the next leader goes on from the replicated position
+        except Exception:
+            log.exception("interest sweep failed on %s", self.host.name)
 
     def _update_metrics(self) -> None:
         """The leader's gauges and counters, from state it holds (no per-message work)."""
@@ -476,10 +492,11 @@ class StreamReplica:
 
     async def _stop(self) -> None:
         await self._pump.stop()
-        if self._upkeep is not None:
-            self._upkeep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._upkeep
+        for task in (self._upkeep, self._sweep):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.host.stop()
         with contextlib.suppress(Exception):
             self.machine.store.close()

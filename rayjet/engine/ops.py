@@ -25,6 +25,7 @@ OP_CONFIG = 6
 OP_ACK = 7
 OP_CONSUMER = 8
 OP_SOURCE = 9
+OP_SWEEP = 10
 
 # -- MsgOp.flags bits (only add) -----------------------------------------------------------
 F_ROLLUP_SUB = 1
@@ -200,8 +201,24 @@ class SourceOp:
                 self.mirror, self.pid]
 
 
+@dataclass(frozen=True, slots=True)
+class SweepOp:
+    """One bounded step of removing what no consumer needs after one was removed (interest
+    retention): ``seqs`` are removed if still unneeded; the sweep that began at ``start``
+    has now looked at everything up to ``upto``."""
+
+    start: int
+    upto: int
+    seqs: tuple[int, ...] = ()
+
+    code = OP_SWEEP
+
+    def fields(self) -> list[Any]:
+        return [self.start, self.upto, list(self.seqs)]
+
+
 Op = (MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
-      | SourceOp)
+      | SourceOp | SweepOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 _TYPE_BYTE = [bytes((i,)) for i in range(256)]
@@ -241,6 +258,7 @@ _DECODERS = {
     OP_ACK: lambda f: AckOp(*f[:2]),
     OP_CONSUMER: _consumer,
     OP_SOURCE: _source,
+    OP_SWEEP: lambda f: SweepOp(f[0], f[1], tuple(f[2])),
 }
 
 
@@ -257,6 +275,7 @@ def decode_op(buf: bytes) -> Op:
 __all__ = [
     "F_COUNTER", "F_MARKER", "F_NO_INTEREST", "F_ROLLUP_ALL", "F_ROLLUP_SUB", "OP_ACK",
     "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_SKIP",
-    "OP_SOURCE", "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp", "MsgOp", "Op",
-    "PurgeOp", "SkipOp", "SourceOp", "UpdateConfigOp", "decode_op", "encode_op",
+    "OP_SOURCE", "OP_SWEEP", "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp",
+    "MsgOp", "Op", "PurgeOp", "SkipOp", "SourceOp", "SweepOp", "UpdateConfigOp", "decode_op",
+    "encode_op",
 ]

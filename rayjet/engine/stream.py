@@ -25,6 +25,7 @@ from rayjet.engine.ack_sync import AckSummary, sync_seqs
 from rayjet.engine.batch import Staged, check_batch_id, check_batch_size
 from rayjet.engine.counters import ack_value, counter_payload, counter_value
 from rayjet.engine.dedup import DedupTable
+from rayjet.engine.interest_sweep import SWEEP_SCAN, apply_sweep, begin_sweep, prepare_sweep
 from rayjet.engine.ops import (
     F_COUNTER,
     F_MARKER,
@@ -41,6 +42,7 @@ from rayjet.engine.ops import (
     PurgeOp,
     SkipOp,
     SourceOp,
+    SweepOp,
     UpdateConfigOp,
 )
 from rayjet.engine.pending import Pending
@@ -98,6 +100,7 @@ class StreamEngine:
         self.interest = Interest()
         self.pending = Pending()
         self.sources = SourcePositions()  # mirror/source origin positions (replicated)
+        self.sweep_from = 0  # where removing what a gone consumer held goes on (replicated)
         self._markers: list[tuple[str, bytes]] = []
         self._last_seq = 0
         self._last_ts = 0
@@ -481,25 +484,18 @@ class StreamEngine:
         """A consumer exists with these filters and needs sequences >= ``start_seq``."""
         self.interest.register(name, tuple(filters), start_seq, self.config.max_consumers)
 
-    def unregister_consumer(self, name: str) -> int:
-        """Forget a consumer; under interest retention removes what nobody needs any more.
-        Returns how many messages were removed."""
+    def unregister_consumer(self, name: str) -> bool:
+        """Forget a consumer; under interest retention what nobody needs any more is then
+        removed by sweep steps the leader proposes (:mod:`.interest_sweep`), not here."""
         if not self.interest.unregister(name):
-            return 0
-        if self.config.retention is not RetentionPolicy.INTEREST:
-            return 0
-        removed = 0
-        store, interest = self.store, self.interest
-        seq = 0
-        while True:
-            try:
-                msg, seq = store.load_next_msg(">", True, seq + 1)
-            except NotFoundError:
-                break
-            if not interest.needed(seq, msg.subject):
-                removed += bool(store.remove_msg(seq))
-                interest.forget(seq)
-        return removed
+            return False
+        if self.config.retention is RetentionPolicy.INTEREST:
+            begin_sweep(self)
+        return True
+
+    def prepare_sweep(self, limit: int = SWEEP_SCAN) -> SweepOp | None:
+        """The next bounded step of a pending interest sweep (leader, outside apply)."""
+        return prepare_sweep(self, limit)
 
     # -- apply -----------------------------------------------------------------------------------
     def apply(self, op: Op) -> ApplyResult:
@@ -535,6 +531,8 @@ class StreamEngine:
             return self._apply_consumer(op)
         if t is SourceOp:
             return apply_source(self, op)
+        if t is SweepOp:
+            return apply_sweep(self, op)
         raise TypeError(f"not a stream op: {op!r}")
 
     def apply_batch(self, ops: Iterable[Op]) -> list[ApplyResult]:
@@ -843,7 +841,7 @@ class StreamEngine:
             "last_msg_id": self._last_msg_id, "bad_pid": self._bad_pid,
             "dedup": self.dedup.to_list(), "schedules": self.schedules.to_list(),
             "consumers": self.interest.to_list(), "config": self.config.to_dict(),
-            "sources": self.sources.to_list(),
+            "sources": self.sources.to_list(), "sweep_from": self.sweep_from,
         }, use_bin_type=True)
 
     def restore(self, snap: bytes) -> None:
@@ -861,6 +859,7 @@ class StreamEngine:
         self.schedules = S.Schedules.from_list(doc["schedules"])
         self.interest.load(doc["consumers"])
         self.sources = SourcePositions.from_list(doc.get("sources") or [])
+        self.sweep_from = doc.get("sweep_from", 0)
         self._markers.clear()
         if self._leader:
             self._resync()

@@ -17,7 +17,7 @@ from rayjet.engine import (
     decode_op,
     encode_op,
 )
-from rayjet.engine.ops import OP_MSG
+from rayjet.engine.ops import OP_MSG, SweepOp
 from rayjet.errors import APIError
 
 OPS = [
@@ -31,6 +31,7 @@ OPS = [
     UpdateConfigOp({"name": "S", "subjects": ["s.>"], "max_msgs": 5}),
     AckOp("C", 9),
     ConsumerOp("C", ("s.a", "s.b"), 3, False),
+    SweepOp(3, 40, (3, 7, 11)),
 ]
 
 
@@ -39,6 +40,10 @@ def test_round_trip(op):
     buf = encode_op(op)
     assert buf[0] == op.code
     assert decode_op(buf) == op
+
+
+def test_sweep_op_code():
+    assert SweepOp(1, 1).code == 10  # appended after SourceOp (9)
 
 
 def test_type_bytes_are_fixed():

@@ -74,8 +74,45 @@ def test_unregistering_the_last_interested_consumer_removes_its_messages(make):
     h.pub("s.a")
     h.pub("s.b")
     h.apply(h.engine.prepare_ack("B", 2))
-    assert h.engine.unregister_consumer("A") == 2
-    assert h.seqs() == []
+    assert h.engine.unregister_consumer("A") is True
+    assert h.seqs() == [1, 2]  # apply removes nothing itself: the leader sweeps in steps
+    assert h.apply(h.engine.prepare_sweep()).value == 2
+    assert h.seqs() == [] and h.engine.sweep_from == 0 and h.engine.prepare_sweep() is None
+
+
+def test_sweep_steps_are_bounded_and_go_on_after_a_snapshot(make):
+    h = make(retention="interest")
+    h.engine.register_consumer("A")
+    h.engine.register_consumer("B", ["s.b"])
+    for i in range(10):
+        h.pub("s.b" if i % 2 else "s.a")  # B wants the even sequences
+    h.apply(h.engine.prepare_consumer("A", remove=True))
+    step = h.engine.prepare_sweep(limit=3)
+    assert (step.start, step.upto, step.seqs) == (1, 3, (1, 3))
+    h.apply(step)
+    assert h.engine.sweep_from == 4 and h.seqs() == [2, 4, 5, 6, 7, 8, 9, 10]
+    # a new leader (or a restarted replica) goes on from the replicated position
+    snap = h.engine.snapshot()
+    h.engine.sweep_from = 0
+    h.engine.restore(snap)
+    assert h.engine.sweep_from == 4
+    while (step := h.engine.prepare_sweep(limit=3)) is not None:
+        h.apply(step)
+    assert h.seqs() == [2, 4, 6, 8, 10]
+
+
+def test_sweep_step_rechecks_messages_at_apply(make):
+    """An ack or a new consumer between the leader's read and the apply wins."""
+    h = make(retention="interest")
+    h.engine.register_consumer("A")
+    h.pub("s.a")
+    h.pub("s.a")
+    h.apply(h.engine.prepare_consumer("A", remove=True))
+    step = h.engine.prepare_sweep()
+    assert step.seqs == (1, 2)
+    h.apply(h.engine.prepare_consumer("C", start_seq=2))  # C wants seq 2 from now on
+    assert h.apply(step).value == 1
+    assert h.seqs() == [2]
 
 
 def test_consumer_changes_through_the_log(make):
