@@ -141,3 +141,27 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
     # a stream still in the catalogue keeps its replicas and serves
     assert _live_names(f"rayjet.stream.{js._stream(keep)[0]['group']}.") == keep_actors
     assert js.publish(f"{keep}.a", b"still here", timeout=30).seq == 1
+
+
+def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_new_streams):
+    from rayjet.actors.cluster import create_replica
+    from rayjet.meta import StreamAssignment
+
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=1,
+                  storage=StorageType.MEMORY)
+    assignment = js._stream(name, refresh=True)[0]
+    group = assignment["group"]
+    # a replica whose removal was cut short: named in the group, not among its peers, and
+    # (a group of its own) not a member the group counts
+    stray = StreamAssignment(StreamConfig.from_dict(assignment["config"]), 0, group,
+                             (("r7", ""),), bootstrap=("r7",))
+    ray.get(create_replica(stray, "r7", None, js.data_dir).ping.remote(), timeout=30)
+    assert _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.{r}"
+                                                      for r in ("r0", "r7")]
+    leader = _wait("a meta leader", _meta_leader)
+    stats = ray.get(leader.collect_orphans.remote(), timeout=60)
+    assert stats["actors"] >= 1
+    _wait("the stray replica collected",
+          lambda: _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.r0"])
+    assert js.publish(f"{name}.a", b"served", timeout=30).seq == 1
