@@ -200,8 +200,11 @@ def captures(cfg: StreamConfig, subject: str) -> bool:
 
 
 # -- placement ----------------------------------------------------------------------------------
-def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = ()) -> Peers:
-    """(replica id, node id) pairs for ``cfg``: existing replicas kept where they still fit."""
+def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
+                 fresh: tuple[str, ...] = ()) -> Peers:
+    """(replica id, node id) pairs for ``cfg``: existing replicas kept where they still fit,
+    new ones named from ``fresh`` in order (the group's next ids, see
+    ``StreamAssignment.fresh_ids``), else ``r0``, ``r1``... for a new group."""
     loads = loads_from_assignments(
         [node for _, node in sa.peers] for sa in catalogue.streams.values())
     servers = servers_from_ray_nodes(ray.nodes(), loads=loads)
@@ -224,12 +227,16 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = ()) 
             remaining.remove(node)
             kept.append((rid, node))
     used = {rid for rid, _ in existing}
+    names = iter(fresh)
     n = 0
     for node in remaining:
-        while f"r{n}" in used:
-            n += 1
-        used.add(f"r{n}")
-        kept.append((f"r{n}", node))
+        rid = next(names, None)
+        if rid is None:
+            while f"r{n}" in used:
+                n += 1
+            rid = f"r{n}"
+        used.add(rid)
+        kept.append((rid, node))
     return tuple(kept)
 
 
@@ -426,6 +433,79 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
 
 async def destroy_consumer_replicas(ca: ConsumerAssignment) -> None:
     await _destroy([consumer_actor_name(ca.group, rid) for rid, _ in ca.peers])
+
+
+# -- collecting what the catalogue no longer has ---------------------------------------------------
+STREAM_PREFIX = stream_actor_name("", "").rstrip(".")  # "rayjet.stream"
+CONSUMER_PREFIX = consumer_actor_name("", "").rstrip(".")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaActor:
+    kind: str  # "stream" or "consumer"
+    group: str
+    rid: str
+    name: str
+
+
+def parse_replica_name(name: str) -> ReplicaActor | None:
+    """``rayjet.stream.<group>.<rid>`` (or ``rayjet.consumer...``) split up; None for any
+    other name. Groups and replica ids never contain dots (stream and consumer names can't)."""
+    for kind, prefix in (("stream", STREAM_PREFIX), ("consumer", CONSUMER_PREFIX)):
+        if name.startswith(prefix + "."):
+            group, dot, rid = name[len(prefix) + 1:].rpartition(".")
+            if dot and group and rid:
+                return ReplicaActor(kind, group, rid, name)
+    return None
+
+
+def live_replica_actors() -> list[ReplicaActor]:
+    """The stream and consumer replica actors Ray knows and that are not dead (alive,
+    pending or restarting). Blocking (one GCS call): run it in a thread."""
+    out = []
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == NAMESPACE:
+            parsed = parse_replica_name(entry["name"])
+            if parsed is not None:
+                out.append(parsed)
+    return out
+
+
+def local_group_dirs(data_dir: Any) -> list[tuple[str, str, Any]]:
+    """(kind, group, path) of the replica directories under ``data_dir`` on this node.
+    Blocking (lists directories): run it in a thread."""
+    from pathlib import Path
+
+    out = []
+    for kind, sub in (("stream", "streams"), ("consumer", "consumers")):
+        root = Path(data_dir) / sub
+        with contextlib.suppress(OSError):
+            out += [(kind, p.name, p) for p in root.iterdir() if p.is_dir()]
+    return out
+
+
+async def collect_replicas(names: list[str]) -> None:
+    """Stop, delete the data of, and kill each named replica actor (in parallel)."""
+
+    async def one(name: str) -> None:
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+        except ValueError:
+            return  # already gone
+        await _stop(handle)
+
+    await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
+
+
+async def group_members(sa: StreamAssignment, timeout: float = 2.0) -> set[str] | None:
+    """Voters and learners of the stream's raft group as its leader sees them (None when
+    no leader answers within ``timeout``)."""
+    try:
+        _, leader = await find_leader(sa, timeout=timeout, writable=False)
+        p = await asyncio.wait_for(_as_future(leader.progress.remote()), timeout)
+    except (APIError, TimeoutError, ray.exceptions.RayError, ValueError):
+        return None
+    return set(p["voters"]) | set(p["learners"])
 
 
 def consumer_filters(cfg: ConsumerConfig) -> list[str]:

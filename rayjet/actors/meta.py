@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +28,7 @@ from rayjet.actors.router import PeerSender
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, NotLeaderError
-from rayjet.meta import Catalogue, ConsumerAssignment, StreamAssignment, decode_meta_op
+from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
 from rayjet.meta.catalogue import encode_meta_op
 from rayjet.raft import Message
 from rayjet.replication import FileLogStorage, GroupOptions, ReplicaGroup
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 10.0
 RECONCILE_EVERY = 2.0
+COLLECT_EVERY = 60.0  # seconds between orphan collections (and at once on becoming leader)
 
 
 def _ephemeral_name() -> str:
@@ -95,6 +97,8 @@ class MetaMember:
                              name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
         self._reconciler: asyncio.Task | None = None
         self._started = False
+        self._updating: dict[str, int] = {}  # streams whose membership this leader changes
+        self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0}
 
     # -- plumbing ---------------------------------------------------------------------------
     def _ensure_started(self) -> None:
@@ -154,17 +158,38 @@ class MetaMember:
         cfg = StreamConfig.from_dict(config)
         old = self.catalogue.stream(cfg.name)
         peers = old.peers
-        if cfg.num_replicas != old.config.num_replicas or cfg.placement != old.config.placement:
-            # start from where the replicas run now, so one Ray moved off a dead node is
-            # kept where it is instead of being replaced
-            old = dataclasses.replace(old, peers=await cluster.actual_peers(old))
-            peers = cluster.place_stream(cfg, self.catalogue, existing=old.peers)
-        op = self.catalogue.prepare_update_stream(cfg, peers=peers)
-        # the stream's own group must accept the change (membership, limits) before the
-        # catalogue records it, so a refused change leaves the catalogue as it was
-        await cluster.apply_stream_update(old, cfg, peers, self.data_dir)
-        sa = await self._commit(op)
+        self._updating[cfg.name] = self._updating.get(cfg.name, 0) + 1
+        try:
+            if (cfg.num_replicas != old.config.num_replicas
+                    or cfg.placement != old.config.placement):
+                # start from where the replicas run now, so one Ray moved off a dead node is
+                # kept where it is instead of being replaced
+                old = dataclasses.replace(old, peers=await cluster.actual_peers(old))
+                peers = cluster.place_stream(cfg, self.catalogue, existing=old.peers,
+                                             fresh=old.fresh_ids(cfg.num_replicas))
+            op = self.catalogue.prepare_update_stream(cfg, peers=peers)
+            peers = await self._reserve_new_ids(old, peers)
+            op = dataclasses.replace(op, peers=peers)
+            # the stream's own group must accept the change (membership, limits) before the
+            # catalogue records it, so a refused change leaves the catalogue as it was
+            await cluster.apply_stream_update(old, cfg, peers, self.data_dir)
+            sa = await self._commit(op)
+        finally:
+            self._updating[cfg.name] -= 1
+            if not self._updating[cfg.name]:
+                del self._updating[cfg.name]
         return assignment_dict(sa)
+
+    async def _reserve_new_ids(self, old: StreamAssignment, peers: Peers) -> Peers:
+        """``peers`` with each replica not in ``old`` named by an id the catalogue handed out
+        (committed before the replica exists, so no later change can reuse it)."""
+        have = {rid for rid, _ in old.peers}
+        new = [rid for rid, _ in peers if rid not in have]
+        if not new:
+            return peers
+        ids = await self._commit(self.catalogue.prepare_reserve_replicas(old.name, len(new)))
+        rename = dict(zip(new, ids, strict=True))
+        return tuple((rename.get(rid, rid), node) for rid, node in peers)
 
     async def delete_stream(self, name: str) -> bool:
         self._require_leader()
@@ -250,10 +275,20 @@ class MetaMember:
 
     # -- reconciliation ---------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:
+        next_collect = 0.0  # collect at once on becoming leader (e.g. after a failover)
         while True:
             await asyncio.sleep(RECONCILE_EVERY)
             if not self.host.group.is_leader:
+                next_collect = 0.0
                 continue
+            if time.monotonic() >= next_collect:
+                try:
+                    await self.collect_orphans()
+                    next_collect = time.monotonic() + COLLECT_EVERY
+                except (APIError, ray.exceptions.RayError) as err:
+                    log.info("meta %s: collecting orphan replicas failed: %s", self.id, err)
+                except Exception:  # keep reconciling whatever happened here
+                    log.exception("meta %s: collecting orphan replicas failed", self.id)
             for sa in list(self.catalogue.streams.values()):
                 with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
                     await cluster.ensure_stream_replicas(sa, self.data_dir, wait=False)
@@ -261,6 +296,56 @@ class MetaMember:
                     with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
                         await cluster.ensure_consumer_replicas(
                             ca, sa, self.data_dir, assignment_dict(sa), wait=False)
+
+    async def collect_orphans(self) -> dict[str, int]:
+        """Kill the replica actors, and delete this node's replica directories, of groups
+        the catalogue no longer has (a stream or consumer deleted by a leader that died
+        before its teardown), and stream replicas no longer among their group's peers.
+
+        What exists is listed first, then a read barrier makes the catalogue reflect every
+        op committed before: a replica is only created after its group's op committed, so
+        a group just added is in the catalogue and none of its replicas is collected."""
+        self._require_leader()
+        actors = await asyncio.to_thread(cluster.live_replica_actors)
+        dirs = await asyncio.to_thread(cluster.local_group_dirs, self.data_dir)
+        await self._read()
+        streams = {sa.group: sa for sa in self.catalogue.streams.values()}
+        consumers = {ca.group: ca for sa in streams.values() for ca in sa.consumers.values()}
+        doomed: list[str] = []
+        strays: dict[str, list[cluster.ReplicaActor]] = {}
+        for a in actors:
+            owner = (streams if a.kind == "stream" else consumers).get(a.group)
+            if owner is None:
+                doomed.append(a.name)
+            elif a.rid not in {rid for rid, _ in owner.peers}:
+                if a.kind == "consumer":
+                    doomed.append(a.name)  # consumer replica sets never change
+                elif owner.name not in self._updating:
+                    strays.setdefault(a.group, []).append(a)
+        for group, found in strays.items():
+            # a replica left out of the catalogue's peers (its removal was cut short) is
+            # collected once its group no longer counts it: never one the group still has
+            members = await cluster.group_members(streams[group])
+            if members is None:
+                continue
+            for a in found:
+                if a.rid in members:
+                    log.warning("meta %s: replica %s of %s is a member of its group but not "
+                                "in the catalogue; leaving it", self.id, a.rid, group)
+                else:
+                    doomed.append(a.name)
+        gone = [path for kind, group, path in dirs
+                if group not in (streams if kind == "stream" else consumers)]
+        if doomed:
+            log.info("meta %s: collecting %d orphan replica actors: %s", self.id, len(doomed),
+                     ", ".join(sorted(doomed)))
+            await cluster.collect_replicas(doomed)
+        for path in gone:
+            await asyncio.to_thread(shutil.rmtree, path, True)
+        self.collected["runs"] += 1
+        self.collected["actors"] += len(doomed)
+        self.collected["dirs"] += len(gone)
+        return dict(self.collected)
 
     async def shutdown(self) -> None:
         if self._reconciler is not None:

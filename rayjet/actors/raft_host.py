@@ -19,7 +19,7 @@ from typing import Any
 from rayjet.actors.metrics import EVERY as METRICS_EVERY
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
-from rayjet.raft import ConfChange, Message, ProposalDroppedError, Role
+from rayjet.raft import ConfChange, ConfChangeType, Message, ProposalDroppedError, Role
 from rayjet.replication import Output, ReplicaGroup
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,10 @@ class RaftHost:
         return {nid: 0 if nid == group.id else max(0, last - pr.match)
                 for nid, pr in raft.prs.items()}
 
+    def transport_stats(self) -> dict[str, int]:
+        """What the sender counted (see ``PeerSender.stats``); empty for a plain callable."""
+        return dict(getattr(self.send, "stats", {}))
+
     # -- the pump ---------------------------------------------------------------------------
     def pump(self) -> Output:
         out = self.group.process()
@@ -182,6 +186,11 @@ class RaftHost:
                     self.group.report_unreachable(peer)
         for peer in out.snapshots_sent:
             self.group.report_snapshot(peer, True)
+        for cc, _conf in out.conf_changes:
+            if cc.type == ConfChangeType.REMOVE and cc.node_id != self.group.id:
+                forget = getattr(self.send, "forget", None)
+                if forget is not None:
+                    forget(cc.node_id)  # a removed peer's handle must not outlive it
         for applied in out.applied:
             waiter = self._waiters.pop(applied.index, None)
             if waiter is None:

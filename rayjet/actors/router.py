@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -185,13 +186,24 @@ def is_api_error(exc: BaseException) -> bool:
     return isinstance(exc, APIError)
 
 
+LOOKUP_BACKOFF = 1.0  # seconds before a peer whose name was not found is looked up again
+
+
 class PeerSender:
     """Sends raft messages to the peers of a group: ``name_of(peer)`` is a peer's actor
-    name; handles are looked up once and kept. Fire and forget: raft tolerates losses.
+    name. Fire and forget (raft tolerates losses), but not blind: a handle is kept until a
+    send through it fails because its actor died, then dropped, so the next send looks the
+    name up again (a successor under that name, or nothing when the peer is gone). A peer
+    removed from the group is forgotten (:meth:`forget`).
 
     Inside an event loop a missing handle is looked up in a thread (``ray.get_actor``
     blocks); messages for that peer wait for it (a few batches at most) and go out once
-    it is known, as a slow network would deliver them."""
+    it is known, as a slow network would deliver them. A name not found is looked up
+    again only after ``LOOKUP_BACKOFF``.
+
+    ``stats`` counts what happened: ``sent`` calls, ``failed`` calls whose actor had died,
+    ``dropped`` handles, ``to_removed`` messages addressed to a peer this replica saw removed
+    from the group (always 0 while replica ids are never reused) and ``lookups``."""
 
     MAX_WAITING = 16  # message batches kept per peer while its handle is looked up
 
@@ -199,18 +211,24 @@ class PeerSender:
         self.name_of = name_of
         self._handles: dict[str, Any] = {}
         self._waiting: dict[str, list[list]] = {}
+        self._removed: set[str] = set()
+        self._not_found: dict[str, float] = {}  # peer -> when to look it up again
+        self.stats = {"sent": 0, "failed": 0, "dropped": 0, "to_removed": 0, "lookups": 0}
 
     def __call__(self, peer: str, messages: list) -> None:
+        if peer in self._removed:
+            self.stats["to_removed"] += 1
         handle = self._handles.get(peer)
         if handle is not None:
-            handle.receive.remote(messages)
+            self._send(peer, handle, messages)
             return
+        retry_at = self._not_found.get(peer)
+        if retry_at is not None and time.monotonic() < retry_at:
+            raise LookupError(f"peer {peer} was not found recently")  # no GCS call per tick
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a plain caller: look it up here
-            handle = ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
-            self._handles[peer] = handle
-            handle.receive.remote(messages)
+            self._send(peer, self._found(peer, self._get_actor(peer)), messages)
             return
         waiting = self._waiting.get(peer)
         if waiting is None:
@@ -219,13 +237,60 @@ class PeerSender:
         waiting.append(messages)
         del waiting[:-self.MAX_WAITING]
 
+    def _get_actor(self, peer: str) -> Any:
+        self.stats["lookups"] += 1
+        try:
+            return ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
+        except ValueError:
+            self._not_found[peer] = time.monotonic() + LOOKUP_BACKOFF
+            raise
+
+    def _found(self, peer: str, handle: Any) -> Any:
+        self._not_found.pop(peer, None)
+        self._handles[peer] = handle
+        return handle
+
     async def _look_up(self, peer: str) -> None:
         try:
-            handle = await asyncio.to_thread(ray.get_actor, self.name_of(peer),
-                                             namespace=NAMESPACE)
+            handle = self._found(peer, await asyncio.to_thread(self._get_actor, peer))
         except Exception:  # noqa: BLE001 - not there (yet): raft sends again later
             self._waiting.pop(peer, None)
             return
-        self._handles[peer] = handle
         for messages in self._waiting.pop(peer, []):
-            handle.receive.remote(messages)
+            self._send(peer, handle, messages)
+
+    def _send(self, peer: str, handle: Any, messages: list) -> None:
+        ref = handle.receive.remote(messages)
+        self.stats["sent"] += 1
+        self._watch(peer, handle, ref)
+
+    def _watch(self, peer: str, handle: Any, ref: Any) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+
+        def done(fut: Any) -> None:
+            if fut.cancelled() or not isinstance(fut.exception(), RayActorError):
+                return
+            if loop is None:
+                self._failed(peer, handle)
+            else:  # Ray completes futures on its own thread: hand over to the event loop
+                with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
+                    loop.call_soon_threadsafe(self._failed, peer, handle)
+
+        ref.future().add_done_callback(done)
+
+    def _failed(self, peer: str, handle: Any) -> None:
+        self.stats["failed"] += 1
+        if self._handles.get(peer) is handle:
+            del self._handles[peer]
+            self.stats["dropped"] += 1
+
+    def forget(self, peer: str) -> None:
+        """``peer`` left the group: drop its handle (raft sends it nothing more)."""
+        self._removed.add(peer)
+        self._not_found.pop(peer, None)
+        self._waiting.pop(peer, None)
+        if self._handles.pop(peer, None) is not None:
+            self.stats["dropped"] += 1

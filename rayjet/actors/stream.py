@@ -215,6 +215,7 @@ class StreamReplica:
         st["writable"] = self.engine.is_leader
         st["last_seq"] = self.engine.last_seq
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
+        st["transport"] = self.host.transport_stats()
         return st
 
     # -- writes (leader) --------------------------------------------------------------------

@@ -9,6 +9,8 @@ from rayjet.meta.catalogue import (
     as_peers,
     decode_meta_op,
     encode_meta_op,
+    next_replica_after,
+    replica_number,
 )
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "as_peers",
     "decode_meta_op",
     "encode_meta_op",
+    "next_replica_after",
+    "replica_number",
 ]

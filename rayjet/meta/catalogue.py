@@ -5,6 +5,9 @@ meta leader (``prepare_*``, which raises the NATS-coded error or returns a :clas
 and every member applies the committed ops in log order (``apply``), deterministically.
 Each stream and consumer incarnation gets a raft group name derived from the log index of
 the op that created it, so a deleted and re-created stream never reuses old replica state.
+Within a group, replica ids (``r0``, ``r1``...) come from a counter kept in the assignment
+and never go back: a replica added after a shrink gets an id no earlier replica had, so a
+message or a cached handle meant for a removed replica can never reach its successor.
 """
 
 from __future__ import annotations
@@ -38,8 +41,22 @@ def as_peers(pairs) -> Peers:
     return tuple((str(rid), str(node)) for rid, node in pairs)
 
 
+def replica_number(rid: str) -> int | None:
+    """The number of a replica id ``r<n>`` (None for any other form)."""
+    if len(rid) > 1 and rid[0] == "r" and rid[1:].isdigit():
+        return int(rid[1:])
+    return None
+
+
+def next_replica_after(ids) -> int:
+    """The first replica number after every ``r<n>`` in ``ids`` (0 when there is none)."""
+    numbers = [n for n in (replica_number(rid) for rid in ids) if n is not None]
+    return max(numbers) + 1 if numbers else 0
+
+
 # op kinds: the numbers are on disk in every meta log; only add new ones at the end
-ADD_STREAM, UPDATE_STREAM, DELETE_STREAM, ADD_CONSUMER, DELETE_CONSUMER, SET_PEERS = range(1, 7)
+(ADD_STREAM, UPDATE_STREAM, DELETE_STREAM, ADD_CONSUMER, DELETE_CONSUMER, SET_PEERS,
+ RESERVE_REPLICAS) = range(1, 8)
 _OP_VERSION = 1
 
 
@@ -51,18 +68,24 @@ class MetaOp:
     consumer: str = ""
     peers: Peers = ()
     created_ns: int = 0
+    count: int = 0  # RESERVE_REPLICAS: how many fresh replica ids
 
 
 def encode_meta_op(op: MetaOp) -> bytes:
-    return msgpack.packb([_OP_VERSION, op.kind, op.stream, op.config, op.consumer,
-                          [list(p) for p in op.peers], op.created_ns], use_bin_type=True)
+    row = [_OP_VERSION, op.kind, op.stream, op.config, op.consumer,
+           [list(p) for p in op.peers], op.created_ns]
+    if op.count:
+        row.append(op.count)  # only ops that use it carry it: older entries stay as they were
+    return msgpack.packb(row, use_bin_type=True)
 
 
 def decode_meta_op(raw: bytes) -> MetaOp:
-    version, kind, stream, config, consumer, peers, created = msgpack.unpackb(raw, raw=False)
+    version, kind, stream, config, consumer, peers, created, *rest = msgpack.unpackb(
+        raw, raw=False)
     if version != _OP_VERSION:
         raise BadRequestError(f"meta op version {version} is newer than this rayjet understands")
-    return MetaOp(kind, stream, config, consumer, as_peers(peers), created)
+    return MetaOp(kind, stream, config, consumer, as_peers(peers), created,
+                  int(rest[0]) if rest else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +108,19 @@ class StreamAssignment:
     # the replica ids the group was created with: every replica, even one added later or
     # rebuilt on an empty disk, bootstraps from this same first membership
     bootstrap: tuple[str, ...] = ()
+    # the number of the next replica id to hand out (``r<next_replica>``): it only grows, so
+    # ids are never reused within the group
+    next_replica: int = 0
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    def fresh_ids(self, count: int) -> tuple[str, ...]:
+        """The ``count`` ids a reservation made now would give (see RESERVE_REPLICAS)."""
+        start = max(self.next_replica,
+                    next_replica_after([*self.bootstrap, *(r for r, _ in self.peers)]))
+        return tuple(f"r{n}" for n in range(start, start + count))
 
 
 class Catalogue:
@@ -149,6 +181,15 @@ class Catalogue:
             raise error_for("CLUSTER_NO_PEERS",
                             err=f"need {new.num_replicas} replicas, placement gave {len(peers)}")
         return MetaOp(UPDATE_STREAM, new.name, new.to_dict(), peers=peers)
+
+    def prepare_reserve_replicas(self, name: str, count: int) -> MetaOp:
+        """The op handing out ``count`` fresh replica ids for a stream about to grow; its
+        apply returns them. Committing it before any replica is created means a meta leader
+        that dies in the middle of a change can never have its successor reuse an id."""
+        self.stream(name)
+        if count < 1:
+            raise BadRequestError(f"reserve at least one replica id, not {count}")
+        return MetaOp(RESERVE_REPLICAS, name, count=count)
 
     def prepare_delete_stream(self, name: str) -> MetaOp:
         self.stream(name)
@@ -235,20 +276,27 @@ class Catalogue:
                 return self.streams[op.stream]
             sa = StreamAssignment(StreamConfig.from_dict(op.config), op.created_ns,
                                   f"{op.stream}-{index}", op.peers,
-                                  bootstrap=tuple(rid for rid, _ in op.peers))
+                                  bootstrap=tuple(rid for rid, _ in op.peers),
+                                  next_replica=next_replica_after(r for r, _ in op.peers))
             self.streams[op.stream] = sa
             return sa
         sa = self.streams.get(op.stream)
         if sa is None:
             return None
         if op.kind == UPDATE_STREAM:
-            new = dataclasses.replace(sa, config=StreamConfig.from_dict(op.config), peers=op.peers)
+            new = dataclasses.replace(sa, config=StreamConfig.from_dict(op.config), peers=op.peers,
+                                      next_replica=_advance(sa, op.peers))
             self.streams[op.stream] = new
             return new
         if op.kind == SET_PEERS:
-            new = dataclasses.replace(sa, peers=op.peers)
+            new = dataclasses.replace(sa, peers=op.peers, next_replica=_advance(sa, op.peers))
             self.streams[op.stream] = new
             return new
+        if op.kind == RESERVE_REPLICAS:
+            ids = sa.fresh_ids(op.count)
+            self.streams[op.stream] = dataclasses.replace(
+                sa, next_replica=next_replica_after(ids))
+            return ids
         if op.kind == DELETE_STREAM:
             return self.streams.pop(op.stream)
         if op.kind == ADD_CONSUMER:
@@ -269,15 +317,20 @@ class Catalogue:
             rows.append([sa.config.to_dict(), sa.created_ns, sa.group, [list(p) for p in sa.peers],
                          [[c.name, c.config.to_dict(), c.created_ns, c.group,
                            [list(p) for p in c.peers]]
-                          for c in sa.consumers.values()], list(sa.bootstrap)])
+                          for c in sa.consumers.values()], list(sa.bootstrap),
+                         sa.next_replica])
         return msgpack.packb([_OP_VERSION, self.applied_index, rows], use_bin_type=True)
 
     def restore(self, raw: bytes) -> None:
         _version, applied, rows = msgpack.unpackb(raw, raw=False)
         streams: dict[str, StreamAssignment] = {}
-        for cfg, created, group, peers, consumers, boot in rows:
+        for cfg, created, group, peers, consumers, boot, *rest in rows:
             config = StreamConfig.from_dict(cfg)
-            sa = StreamAssignment(config, created, group, as_peers(peers), bootstrap=tuple(boot))
+            peers = as_peers(peers)
+            # a snapshot written before the counter existed derives it from the ids it has
+            nxt = int(rest[0]) if rest else next_replica_after([*boot, *(r for r, _ in peers)])
+            sa = StreamAssignment(config, created, group, peers, bootstrap=tuple(boot),
+                                  next_replica=nxt)
             for name, ccfg, ccreated, cgroup, cpeers in consumers:
                 sa.consumers[name] = ConsumerAssignment(
                     config.name, name, ConsumerConfig.from_dict(ccfg), ccreated, cgroup,
@@ -285,6 +338,10 @@ class Catalogue:
             streams[config.name] = sa
         self.streams = streams
         self.applied_index = applied
+
+
+def _advance(sa: StreamAssignment, peers: Peers) -> int:
+    return max(sa.next_replica, next_replica_after(r for r, _ in peers))
 
 
 def _consumer_name(cfg: ConsumerConfig) -> str:

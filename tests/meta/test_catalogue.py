@@ -12,7 +12,15 @@ from rayjet.errors import (
     StreamNotFoundError,
     SubjectsOverlapError,
 )
-from rayjet.meta import Catalogue, decode_meta_op, encode_meta_op
+from rayjet.meta import (
+    Catalogue,
+    MetaOp,
+    decode_meta_op,
+    encode_meta_op,
+    next_replica_after,
+    replica_number,
+)
+from rayjet.meta.catalogue import DELETE_STREAM, RESERVE_REPLICAS
 
 
 def apply(cat, op, index=None):
@@ -139,3 +147,92 @@ def test_snapshot_round_trip():
     assert other.stream("S").config == cat.stream("S").config
     assert other.consumer("S", "D") == cat.consumer("S", "D")
     assert other.applied_index == cat.applied_index
+
+
+def _scale(cat, name, replicas, nodes="n"):
+    """Grow or shrink as the meta leader does: keep the first replicas, reserve fresh ids."""
+    sa = cat.stream(name)
+    kept = list(sa.peers[:replicas])
+    grow = replicas - len(kept)
+    if grow > 0:
+        ids = apply(cat, cat.prepare_reserve_replicas(name, grow))
+        kept += [(rid, f"{nodes}{rid}") for rid in ids]
+    cfg = StreamConfig(**{**sa.config.__dict__, "num_replicas": replicas})
+    return apply(cat, cat.prepare_update_stream(cfg, peers=tuple(kept)))
+
+
+def test_replica_ids_are_never_reused_within_a_group():
+    cat = Catalogue()
+    sa = add(cat, "S", ["s.>"], replicas=3)
+    assert sa.next_replica == 3
+    seen = {rid for rid, _ in sa.peers}
+    for replicas in (1, 3, 1, 5, 3):
+        sa = _scale(cat, "S", replicas)
+        new = {rid for rid, _ in sa.peers} - seen
+        assert not new & seen
+        seen |= new
+    assert [rid for rid, _ in _scale(cat, "S", 1).peers] == ["r0"]
+    assert [rid for rid, _ in _scale(cat, "S", 3).peers] == ["r0", "r9", "r10"]
+    assert cat.stream("S").bootstrap == ("r0", "r1", "r2")
+
+
+def test_a_reservation_hands_out_ids_even_when_never_used():
+    cat = Catalogue()
+    add(cat, "S", ["s.>"], replicas=1)
+    assert apply(cat, cat.prepare_reserve_replicas("S", 2)) == ("r1", "r2")
+    # the leader died before growing: the next change still gets fresh ids
+    assert apply(cat, cat.prepare_reserve_replicas("S", 1)) == ("r3",)
+    assert cat.stream("S").peers == (("r0", "n0"),)
+    with pytest.raises(StreamNotFoundError):
+        cat.prepare_reserve_replicas("NOPE", 1)
+    with pytest.raises(Exception) as info:
+        cat.prepare_reserve_replicas("S", 0)
+    assert info.value.err_code == 10003
+
+
+def test_replicated_reservations_agree_on_every_member():
+    a, b = Catalogue(), Catalogue()
+    for cat in (a, b):
+        add(cat, "S", ["s.>"], replicas=1)
+    ops = [a.prepare_reserve_replicas("S", 2), a.prepare_reserve_replicas("S", 2)]
+    got = [[apply(cat, op) for op in ops] for cat in (a, b)]
+    assert got[0] == got[1] == [("r1", "r2"), ("r3", "r4")]  # concurrent asks never collide
+
+
+def test_ops_without_a_count_encode_as_before():
+    import msgpack
+
+    op = MetaOp(DELETE_STREAM, "S")
+    assert len(msgpack.unpackb(encode_meta_op(op))) == 7
+    old = msgpack.packb([1, DELETE_STREAM, "S", None, "", [], 0])
+    assert decode_meta_op(old) == op
+    reserve = MetaOp(RESERVE_REPLICAS, "S", count=2)
+    assert decode_meta_op(encode_meta_op(reserve)) == reserve
+
+
+def test_snapshot_keeps_the_counter_and_older_snapshots_derive_it():
+    import msgpack
+
+    cat = Catalogue()
+    add(cat, "S", ["s.>"], replicas=3)
+    _scale(cat, "S", 1)
+    other = Catalogue()
+    other.restore(cat.snapshot())
+    assert other.stream("S").next_replica == 3
+    assert other.stream("S").fresh_ids(1) == ("r3",)
+    # a snapshot from before the counter: rows of six fields
+    version, applied, rows = msgpack.unpackb(cat.snapshot(), raw=False)
+    old = msgpack.packb([version, applied, [row[:6] for row in rows]], use_bin_type=True)
+    legacy = Catalogue()
+    legacy.restore(old)
+    sa = legacy.stream("S")
+    assert sa.peers == (("r0", "n0"),) and sa.bootstrap == ("r0", "r1", "r2")
+    assert sa.next_replica == 3  # derived from every id it still knows
+    assert sa.fresh_ids(2) == ("r3", "r4")
+
+
+def test_replica_numbers():
+    assert replica_number("r12") == 12
+    assert replica_number("x1") is None and replica_number("r") is None
+    assert next_replica_after(["r0", "r7", "odd"]) == 8
+    assert next_replica_after([]) == 0

@@ -1,0 +1,167 @@
+"""Scaling and deleting leave nothing behind: no replica id is reused, no raft message goes
+to a dead handle, and a delete cut short by a meta member's death is finished by the next
+meta leader's reconciliation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import ray
+
+from rayjet import ConsumerConfig, StorageType, StreamConfig
+from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
+from tests.cluster.test_faults import replica_handles, wait_replicas_equal
+
+
+def _live_names(prefix):
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                  if a["namespace"] == NAMESPACE and a["name"].startswith(prefix))
+
+
+def _wait(what, check, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def test_r3_r1_r3_r5_while_publishing_reuses_no_id_and_calls_no_dead_handle(js, stream_name):
+    name = stream_name
+    cfg = StreamConfig(name=name, subjects=[f"{name}.*"], num_replicas=3,
+                       storage=StorageType.FILE)
+    js.add_stream(cfg)
+    acked: dict[int, bytes] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def publisher():
+        i = 0
+        while not stop.is_set():
+            data = b"m%d" % i
+            try:
+                ack = js.publish(f"{name}.a", data, headers={"Nats-Msg-Id": f"{i}"}, timeout=60)
+                acked[ack.seq] = data
+            except BaseException as err:  # recorded: the test fails on any error
+                errors.append(err)
+                return
+            i += 1
+
+    group = js._stream(name, refresh=True)[0]["group"]
+    ever = set(replica_handles(js, name))
+    removed: set[str] = set()
+    thread = threading.Thread(target=publisher)
+    thread.start()
+    try:
+        for replicas in (1, 3, 5):
+            before = set(replica_handles(js, name))
+            info = js.update_stream(StreamConfig(**{**cfg.__dict__, "num_replicas": replicas}))
+            assert info.config.num_replicas == replicas
+            now = set(replica_handles(js, name))
+            assert len(now) == replicas
+            assert not (now - before) & ever, f"replica ids reused: {(now - before) & ever}"
+            removed |= before - now
+            ever |= now
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert len(removed) == 2 and len(ever) == 7
+    for rid in removed:  # removed replicas are gone for good, not left running
+        assert _live_names(f"rayjet.stream.{group}.{rid}") == []
+    last = js.stream_info(name).state.last_seq
+    stored = dict(wait_replicas_equal(js, name, last))
+    assert stored == acked  # every acked message, once, at its sequence
+    for rid, handle in replica_handles(js, name).items():
+        transport = ray.get(handle.status.remote(), timeout=30)["transport"]
+        assert transport["to_removed"] == 0, (rid, transport)  # no message to a removed id
+        assert transport["failed"] == 0, (rid, transport)  # no call reached a dead actor
+    js.delete_stream(name)
+
+
+def _meta_leader():
+    for i in range(META_MEMBERS):
+        handle = ray.get_actor(meta_actor_name(meta_member_id(i)), namespace=NAMESPACE)
+        try:
+            if ray.get(handle.status.remote(), timeout=10)["role"] == "Leader":
+                return handle
+        except ray.exceptions.RayError:
+            continue
+    return None
+
+
+def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
+        js, stream_name, drop_new_streams):
+    name, keep = stream_name, f"{stream_name}K"
+    js.add_stream(name=keep, subjects=[f"{keep}.*"], num_replicas=1, storage=StorageType.FILE)
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    js.add_consumer(name, ConsumerConfig(durable_name="D", num_replicas=1))
+    js.publish(f"{name}.a", b"x")
+    group = js._stream(name, refresh=True)[0]["group"]
+    cgroup = js._meta_call("consumer_assignment", name, "D")["group"]
+    keep_actors = _live_names(f"rayjet.stream.{js._stream(keep)[0]['group']}.")
+    assert len(_live_names(f"rayjet.stream.{group}.")) == 3
+    assert len(_live_names(f"rayjet.consumer.{cgroup}.")) == 1
+    group_dir = js.data_dir / "streams" / group
+    assert group_dir.is_dir()
+
+    def hold_teardown(member):
+        """Inside the meta member: deletes commit, then their teardown never runs."""
+        import asyncio
+
+        from rayjet.actors import cluster
+
+        async def never(*_args, **_kwargs):
+            await asyncio.Event().wait()
+
+        cluster.destroy_stream_replicas = never
+        cluster.destroy_consumer_replicas = never
+        return member.id
+
+    leader = _wait("a meta leader", _meta_leader)
+    ray.get(leader.__ray_call__.remote(hold_teardown), timeout=30)  # defined here: by value
+    pending = leader.delete_stream.remote(name)
+    _wait("the delete committed", lambda: name not in js.stream_names())
+    # committed, but the member that committed it has not torn anything down
+    assert len(_live_names(f"rayjet.stream.{group}.")) == 3
+    ray.kill(leader, no_restart=False)  # Ray restarts it; another member takes over
+    try:
+        ray.get(pending, timeout=30)
+    except ray.exceptions.RayError:
+        pass
+
+    _wait("the deleted stream's replicas collected",
+          lambda: not _live_names(f"rayjet.stream.{group}.")
+          and not _live_names(f"rayjet.consumer.{cgroup}."))
+    _wait("the deleted stream's directory removed", lambda: not group_dir.exists())
+    # a stream still in the catalogue keeps its replicas and serves
+    assert _live_names(f"rayjet.stream.{js._stream(keep)[0]['group']}.") == keep_actors
+    assert js.publish(f"{keep}.a", b"still here", timeout=30).seq == 1
+
+
+def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_new_streams):
+    from rayjet.actors.cluster import create_replica
+    from rayjet.meta import StreamAssignment
+
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=1,
+                  storage=StorageType.MEMORY)
+    assignment = js._stream(name, refresh=True)[0]
+    group = assignment["group"]
+    # a replica whose removal was cut short: named in the group, not among its peers, and
+    # (a group of its own) not a member the group counts
+    stray = StreamAssignment(StreamConfig.from_dict(assignment["config"]), 0, group,
+                             (("r7", ""),), bootstrap=("r7",))
+    ray.get(create_replica(stray, "r7", None, js.data_dir).ping.remote(), timeout=30)
+    assert _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.{r}"
+                                                      for r in ("r0", "r7")]
+    leader = _wait("a meta leader", _meta_leader)
+    stats = ray.get(leader.collect_orphans.remote(), timeout=60)
+    assert stats["actors"] >= 1
+    _wait("the stray replica collected",
+          lambda: _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.r0"])
+    assert js.publish(f"{name}.a", b"served", timeout=30).seq == 1
