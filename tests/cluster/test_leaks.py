@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import ray
 
@@ -83,6 +84,12 @@ def test_r3_r1_r3_r5_while_publishing_reuses_no_id_and_calls_no_dead_handle(js, 
     js.delete_stream(name)
 
 
+def cluster_data_dir(js) -> Path:
+    """Where the replicas keep their data: the meta group's data dir (whoever started the
+    meta group first chose it), not necessarily this connection's."""
+    return Path(js.meta_cluster()["data_dir"])
+
+
 def _meta_leader():
     for i in range(META_MEMBERS):
         handle = ray.get_actor(meta_actor_name(meta_member_id(i)), namespace=NAMESPACE)
@@ -106,7 +113,7 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
     keep_actors = _live_names(f"rayjet.stream.{js._stream(keep)[0]['group']}.")
     assert len(_live_names(f"rayjet.stream.{group}.")) == 3
     assert len(_live_names(f"rayjet.consumer.{cgroup}.")) == 1
-    group_dir = js.data_dir / "streams" / group
+    group_dir = cluster_data_dir(js) / "streams" / group
     assert group_dir.is_dir()
 
     def hold_teardown(member):
@@ -156,7 +163,7 @@ def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_n
     # (a group of its own) not a member the group counts
     stray = StreamAssignment(StreamConfig.from_dict(assignment["config"]), 0, group,
                              (("r7", ""),), bootstrap=("r7",))
-    ray.get(create_replica(stray, "r7", None, js.data_dir).ping.remote(), timeout=30)
+    ray.get(create_replica(stray, "r7", None, cluster_data_dir(js)).ping.remote(), timeout=30)
     assert _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.{r}"
                                                       for r in ("r0", "r7")]
     leader = _wait("a meta leader", _meta_leader)
