@@ -98,6 +98,8 @@ class ReplicaGroup:
                 raise ProposalDroppedError("a new replica needs its voters to bootstrap")
             bootstrap(storage, sorted(voters))
             storage.sync()
+        hard = storage.initial_state()[0]
+        self._vote = (hard.term, hard.vote)  # the term and vote known to be durable
         snap = storage.snapshot()
         sm.restore(snap.data, full=False)  # roll back to the snapshot; the log replays the rest
         self.conf_state = storage.initial_state()[1]
@@ -163,10 +165,13 @@ class ReplicaGroup:
                 out.role, out.leader = self.role, self.leader
             self.storage.save(rd.hard_state, rd.entries, rd.snapshot)
             # everything reaches the OS before messages leave (a killed process loses
-            # nothing); votes, terms and snapshots are fsynced, entries only under "always"
-            term_change = rd.must_sync and not rd.entries and rd.snapshot is None
-            if self.opts.sync_always and rd.must_sync or term_change or rd.snapshot is not None:
+            # nothing); a new term or vote and snapshots are fsynced, also when entries
+            # travel with them (etcd's MustSync), entries alone only under "always"
+            vote = (rd.hard_state.term, rd.hard_state.vote) if rd.hard_state else self._vote
+            if (self.opts.sync_always and rd.must_sync or vote != self._vote
+                    or rd.snapshot is not None):
                 self.storage.sync()
+                self._vote = vote
             elif rd.hard_state is not None or rd.entries:
                 self.storage.flush()
             for m in rd.messages:
