@@ -258,3 +258,18 @@ def test_a_new_term_that_arrives_with_entries_is_fsynced():
     assert follower.term == term + 1 and follower.storage.last_index() == last + 1
     assert any(m.type == MessageType.APP_RESP and not m.reject for m in out.messages)
     assert follower.storage.durable_term == term + 1
+
+
+def test_the_log_is_compacted_by_bytes_as_well_as_entries():
+    """Few but large entries still compact: the log's memory is bounded by bytes."""
+    net = make(["a", "b", "c"], snapshot_every=1000, snapshot_bytes=10_000)
+    leader = net.elect()
+    for i in range(12):
+        leader.propose(b"%02d" % i + b"." * 2_000)
+        net.run()
+    for g in net.groups.values():
+        assert g.storage.first_index() > 5  # compacted long before 1000 entries
+        kept = sum(len(e.data) for e in g.storage.entries(g.storage.first_index(),
+                                                           g.storage.last_index() + 1))
+        assert kept < 10_000 + 2_100
+        assert [d[:2] for _, d in g.sm.items] == [b"%02d" % i for i in range(12)]
