@@ -37,6 +37,24 @@ SCRIPT = textwrap.dedent("""
             assert time.monotonic() < deadline, f"replica not at {last_seq}"
             time.sleep(0.2)
 
+    def pid_of(handle):
+        return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
+
+    def restart(handle):
+        # kill the process; return once Ray's restarted one answers (ray.kill does not
+        # wait for the old process to go)
+        old = pid_of(handle)
+        ray.kill(handle, no_restart=False)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if pid_of(handle) != old:
+                    return
+            except Exception:  # dying or being restarted
+                pass
+            assert time.monotonic() < deadline, "the replica was not restarted"
+            time.sleep(0.2)
+
     with rayjet.connect(data_dir=str(data_dir), timeout=30) as js:
         js.add_stream(name="SNAP", subjects=["snap.*"], num_replicas=3,
                       storage=StorageType.FILE)
@@ -47,7 +65,7 @@ SCRIPT = textwrap.dedent("""
         rid = next(r for r in handles if r != lead)
         follower = handles[rid]
         before = wait_for(follower, 10)
-        pid = ray.get(follower.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
+        pid = pid_of(follower)
         os.kill(pid, signal.SIGSTOP)
         try:
             for i in range(10, 110):  # one raft entry each: far past 32
@@ -61,7 +79,7 @@ SCRIPT = textwrap.dedent("""
         assert replica_contents(follower, 110) == expected
         print("INSTALLED")
 
-        ray.kill(follower, no_restart=False)  # Ray restarts it over its own disk
+        restart(follower)  # Ray restarts it over its own disk
         wait_for(follower, 110)
         assert replica_contents(follower, 110) == expected
         print("RESTARTED")
@@ -69,7 +87,7 @@ SCRIPT = textwrap.dedent("""
         for i in range(110, 150):  # its own compactions now
             js.publish("snap.b", b"%d" % i)
         wait_for(follower, 150)
-        ray.kill(follower, no_restart=False)
+        restart(follower)
         wait_for(follower, 150)
         expected = replica_contents(handles[lead], 150)
         assert replica_contents(follower, 150) == expected
@@ -77,7 +95,7 @@ SCRIPT = textwrap.dedent("""
 
         group = js._stream("SNAP")[0]["group"]
         shutil.rmtree(data_dir / "streams" / group / rid)  # its disk is lost
-        ray.kill(follower, no_restart=False)
+        restart(follower)
         js.publish("snap.c", b"after")
         wait_for(follower, 151)
         assert replica_contents(follower, 151) == replica_contents(handles[lead], 151)
