@@ -24,7 +24,7 @@ import msgpack
 
 from rayjet.actors.metrics import ConsumerMetrics, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
+from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from rayjet.api.info import ClusterInfo
@@ -42,7 +42,7 @@ from rayjet.errors import (
     error_for,
 )
 from rayjet.raft import Message, Role
-from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
+from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +175,7 @@ class ConsumerReplica:
         memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
         storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
-                              options=GroupOptions(sync_always=not memory,
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
+                              options=actor_group_options(sync_always=not memory))
         send = PeerSender(lambda peer: consumer_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{self.stream_name}>{name}/{replica_id}",

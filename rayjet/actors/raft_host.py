@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from rayjet.actors.metrics import EVERY as METRICS_EVERY
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
 from rayjet.raft import ConfChange, ConfChangeType, Message, ProposalDroppedError, Role
-from rayjet.replication import Output, ReplicaGroup
+from rayjet.replication import GroupOptions, Output, ReplicaGroup
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,35 @@ ACTOR_HEARTBEAT_TICKS = 3
 # Every raft message is an actor call (~1 ms of CPU at each end): followers learn a new commit
 # index from the next append or heartbeat instead of an extra empty append and its answer.
 ACTOR_NOTIFY_COMMIT = False
+# The raft log keeps the entries since its last compaction in memory: compact after this many
+# entries or bytes of them, whichever comes first (the environment of the Ray nodes sets them).
+COMPACT_ENTRIES_ENV = "RAYJET_RAFT_COMPACT_ENTRIES"
+COMPACT_BYTES_ENV = "RAYJET_RAFT_COMPACT_BYTES"
+
+
+def _positive_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        log.warning("%s=%r is not a positive whole number: using %d", name, raw, default)
+        return default
+    return value
+
+
+def actor_group_options(*, sync_always: bool) -> GroupOptions:
+    """The raft options of a replica actor (stream or consumer)."""
+    defaults = GroupOptions()
+    return GroupOptions(sync_always=sync_always, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                        notify_commit=ACTOR_NOTIFY_COMMIT,
+                        snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
+                                                     defaults.snapshot_every),
+                        snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,
+                                                     defaults.snapshot_bytes))
 
 
 class RaftHost:

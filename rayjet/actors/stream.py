@@ -21,7 +21,7 @@ import ray
 
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
+from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import PeerSender
 from rayjet.actors.sourcing import SourcePump
 from rayjet.api import PubAck, StorageType, StreamConfig
@@ -31,7 +31,7 @@ from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
-from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, Output, ReplicaGroup
+from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
 from rayjet.storage import FileStore, MemStore
 from rayjet.subjects import matches_any
@@ -72,9 +72,7 @@ class StreamReplica:
         self.machine = StreamMachine(cfg, store)
         self.machine.on_applied.append(self._after_apply)
         rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
-                              options=GroupOptions(sync_always=sync == "always",
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
+                              options=actor_group_options(sync_always=sync == "always"))
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
                              name=f"{cfg.name}/{replica_id}",

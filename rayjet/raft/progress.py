@@ -117,12 +117,26 @@ class Progress:
         """The follower rejected an append at ``rejected``; returns False if it is stale."""
         if self.state == ProgressState.REPLICATE:
             if rejected <= self.match:
-                return False
+                # stale, unless the follower's log now ends below its acknowledgement
+                return match_hint < self.match and self._lost_entries(match_hint)
             self.next = self.match + 1
             return True
         if self.next - 1 != rejected:
             return False
+        if match_hint < self.match:
+            return self._lost_entries(match_hint)
         self.next = max(min(rejected, match_hint + 1), self.match + 1)
+        self.probe_sent = False
+        return True
+
+    def _lost_entries(self, match_hint: int) -> bool:
+        """The follower's log ends below what it had acknowledged: it lost its log (a
+        replaced disk, a process that lost unsynced writes), or the answer is an old one
+        overtaken by the acknowledgement. Believing it is safe either way (a lower
+        ``match`` only costs a resend): start over from what it has, a snapshot when that
+        is compacted away."""
+        self.match = match_hint
+        self.next = match_hint + 1
         self.probe_sent = False
         return True
 

@@ -79,6 +79,8 @@ class GroupOptions:
     heartbeat_tick: int = 1
     sync_always: bool = False  # fsync entries before acknowledging them
     snapshot_every: int = 8192  # applied entries between compactions
+    snapshot_bytes: int = 64 << 20  # or applied entry bytes, whichever comes first: the
+    # raft log keeps its entries since the last compaction in memory
     max_size_per_msg: int = 8 << 20
     max_inflight_msgs: int = 64
     notify_commit: bool = True  # see rayjet.raft.Config.notify_commit
@@ -98,6 +100,8 @@ class ReplicaGroup:
                 raise ProposalDroppedError("a new replica needs its voters to bootstrap")
             bootstrap(storage, sorted(voters))
             storage.sync()
+        hard = storage.initial_state()[0]
+        self._vote = (hard.term, hard.vote)  # the term and vote known to be durable
         snap = storage.snapshot()
         sm.restore(snap.data, full=False)  # roll back to the snapshot; the log replays the rest
         self.conf_state = storage.initial_state()[1]
@@ -110,6 +114,7 @@ class ReplicaGroup:
             max_inflight_msgs=self.opts.max_inflight_msgs,
             notify_commit=self.opts.notify_commit, rng=rng), storage)
         self.applied = snap.meta.index
+        self._applied_bytes = 0  # entry data applied since the last compaction
         self.role = Role.FOLLOWER
         self.leader: str | None = None
 
@@ -163,10 +168,13 @@ class ReplicaGroup:
                 out.role, out.leader = self.role, self.leader
             self.storage.save(rd.hard_state, rd.entries, rd.snapshot)
             # everything reaches the OS before messages leave (a killed process loses
-            # nothing); votes, terms and snapshots are fsynced, entries only under "always"
-            term_change = rd.must_sync and not rd.entries and rd.snapshot is None
-            if self.opts.sync_always and rd.must_sync or term_change or rd.snapshot is not None:
+            # nothing); a new term or vote and snapshots are fsynced, also when entries
+            # travel with them (etcd's MustSync), entries alone only under "always"
+            vote = (rd.hard_state.term, rd.hard_state.vote) if rd.hard_state else self._vote
+            if (self.opts.sync_always and rd.must_sync or vote != self._vote
+                    or rd.snapshot is not None):
                 self.storage.sync()
+                self._vote = vote
             elif rd.hard_state is not None or rd.entries:
                 self.storage.flush()
             for m in rd.messages:
@@ -179,6 +187,7 @@ class ReplicaGroup:
                 self.conf_state = rd.snapshot.meta.conf_state
                 self.applied = rd.snapshot.meta.index
                 self.snapshot_index = rd.snapshot.meta.index
+                self._applied_bytes = 0
             for entry in rd.committed_entries:
                 if entry.type == EntryType.CONF_CHANGE:
                     result = self._apply_conf_change(entry.data, out)
@@ -191,6 +200,7 @@ class ReplicaGroup:
                     result = None  # the empty entry a new leader appends
                 out.applied.append(Applied(entry.index, entry.term, result))
                 self.applied = entry.index
+                self._applied_bytes += len(entry.data)
             out.read_states.extend((rs.index, rs.request_ctx) for rs in rd.read_states)
             self.node.advance(rd)
         self._maybe_compact()
@@ -203,7 +213,8 @@ class ReplicaGroup:
         return self.conf_state
 
     def _maybe_compact(self) -> None:
-        if self.applied - self.snapshot_index >= self.opts.snapshot_every:
+        if (self.applied - self.snapshot_index >= self.opts.snapshot_every
+                or self._applied_bytes >= self.opts.snapshot_bytes):
             self._compact()
 
     def _compact(self) -> None:
@@ -214,6 +225,7 @@ class ReplicaGroup:
         self.storage.compact(self.applied)
         self.storage.sync()
         self.snapshot_index = self.applied
+        self._applied_bytes = 0
 
     def _shippable_snapshot(self) -> Snapshot:
         """A snapshot at the applied index carrying the machine's full state."""
@@ -225,5 +237,6 @@ class ReplicaGroup:
         st = self.node.status()
         return {"id": st.id, "role": st.role.value, "term": st.term, "leader": st.lead,
                 "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
+                "first_index": self.storage.first_index(), "snapshot_index": self.snapshot_index,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
                 "progress": st.progress}

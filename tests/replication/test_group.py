@@ -5,7 +5,15 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from rayjet.raft import ConfChange, ConfChangeType, ProposalDroppedError, Role
+from rayjet.raft import (
+    ConfChange,
+    ConfChangeType,
+    Entry,
+    Message,
+    MessageType,
+    ProposalDroppedError,
+    Role,
+)
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, ReplicaGroup
 
 
@@ -222,3 +230,46 @@ def test_restart_after_compaction_rolls_back_to_the_snapshot_and_replays(tmp_pat
     net.run()
     for g in net.groups.values():
         assert [d for _, d in g.sm.items] == [b"v%d" % i for i in range(11)] + [b"more"]
+
+
+class SyncRecordingLog(MemoryLog):
+    """A memory log that remembers the hard state each fsync made durable."""
+
+    def __init__(self):
+        super().__init__()
+        self.durable_term = 0
+
+    def sync(self):
+        self.durable_term = self.initial_state()[0].term
+
+
+def test_a_new_term_that_arrives_with_entries_is_fsynced():
+    """A follower that learns a new term from an append carrying entries (one Ready with
+    both) makes the term durable before it answers, even without sync_always: otherwise a
+    crash could let it vote a second time in that term."""
+    net = make(["a", "b", "c"], storage=SyncRecordingLog)
+    leader = net.elect()
+    follower = net.groups[next(n for n in net.groups if n != leader.id)]
+    term, last = follower.term, follower.storage.last_index()
+    append = Message(MessageType.APP, to=follower.id, frm="c", term=term + 1, log_term=term,
+                     index=last, entries=[Entry(term + 1, last + 1, b"x")], commit=last)
+    follower.step([append])
+    out = follower.process()
+    assert follower.term == term + 1 and follower.storage.last_index() == last + 1
+    assert any(m.type == MessageType.APP_RESP and not m.reject for m in out.messages)
+    assert follower.storage.durable_term == term + 1
+
+
+def test_the_log_is_compacted_by_bytes_as_well_as_entries():
+    """Few but large entries still compact: the log's memory is bounded by bytes."""
+    net = make(["a", "b", "c"], snapshot_every=1000, snapshot_bytes=10_000)
+    leader = net.elect()
+    for i in range(12):
+        leader.propose(b"%02d" % i + b"." * 2_000)
+        net.run()
+    for g in net.groups.values():
+        assert g.storage.first_index() > 5  # compacted long before 1000 entries
+        kept = sum(len(e.data) for e in g.storage.entries(g.storage.first_index(),
+                                                           g.storage.last_index() + 1))
+        assert kept < 10_000 + 2_100
+        assert [d[:2] for _, d in g.sm.items] == [b"%02d" % i for i in range(12)]

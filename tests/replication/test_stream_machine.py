@@ -116,15 +116,18 @@ def test_follower_that_installed_a_snapshot_restarts(tmp_path):
     expected = contents(leader)
     assert len(expected) == 20 and contents(net.groups[lagger]) == expected
 
-    for lose_store in (False, True):
+    for lost in ("nothing", "store", "everything"):
         old = net.groups[lagger]
         old.storage.close()
         old.sm.store.close()
-        if lose_store:
+        if lost == "store":
             shutil.rmtree(tmp_path / lagger / "store")
+        if lost == "everything":  # a replaced disk: the leader's snapshot brings it back
+            shutil.rmtree(tmp_path / lagger)
         restarted = make_replica(lagger, names, tmp_path, **opts)
-        assert contents(restarted) == expected
+        if lost != "everything":
+            assert contents(restarted) == expected
         net.groups[lagger] = restarted
-        leader_publish(net, leader, [("orders.new", b"after-%s" % str(lose_store).encode())])
+        leader_publish(net, leader, [("orders.new", b"after-" + lost.encode())])
         net.tick(5)
         assert contents(net.groups[lagger]) == contents(leader)
