@@ -3,10 +3,11 @@
 Ray 2.60 starts heads with token authentication whenever a token exists
 (``~/.ray/auth_token``, ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``), but a process that
 joins by ``host:port`` leaves ``RAY_AUTH_MODE`` disabled, is refused, and only reports a
-generic ``ConnectionError`` after ~20 s. A head without authentication accepts clients that
-send a token, so rayjet sends one whenever one is available (as ``ray.init("auto")`` does)
-and asks the head's control store once, with a short deadline, before ``ray.init``: a missing
-or wrong token then fails at once with a typed error.
+generic ``ConnectionError`` after ~20 s. rayjet asks the head's control store first, with a
+short deadline: when it refuses a caller without credentials, the token found the way Ray's
+tools find it is used (token mode for this process); a missing or wrong token then fails at
+once with a typed error. A head without authentication leaves the mode as it was, so nodes
+this process starts later match their cluster.
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ def resolve_address(address: str, timeout: float) -> str:
     return target
 
 
-def use_available_token() -> bool:
-    """Turn on token mode for this process (and the processes it starts) when a token is
-    available and ``RAY_AUTH_MODE`` was not set; True when this process sends a token."""
+def use_available_token(target: str, timeout: float) -> bool:
+    """Turn on token mode for this process (and the processes it starts) when the head at
+    ``target`` requires a token, a token is available and ``RAY_AUTH_MODE`` was not set; True
+    when this process sends a token. A head without authentication leaves the mode alone:
+    nodes this process may start later (``ray.cluster_utils``) must match their cluster."""
     from ray._raylet import AuthenticationTokenLoader
 
     mode = os.environ.get(AUTH_MODE_ENV)
@@ -67,8 +70,24 @@ def use_available_token() -> bool:
         return mode.strip().lower() == "token"
     if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
         return False
+    if not _requires_token(target, timeout):
+        return False
     set_auth_mode("token")
     return True
+
+
+def _requires_token(target: str, timeout: float) -> bool:
+    """Whether the head refuses a caller without credentials."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=min(timeout, 10))
+        except grpc.RpcError as exc:
+            return exc.code() == grpc.StatusCode.UNAUTHENTICATED
+    return False
 
 
 def set_auth_mode(mode: str) -> None:
@@ -125,6 +144,6 @@ def prepare_join(address: str, timeout: float) -> str:
     """Resolve ``address`` ("auto" or host:port), choose the auth mode and check the head
     accepts this process; returns host:port for ``ray.init``."""
     target = resolve_address(address, timeout)
-    use_available_token()
+    use_available_token(target, timeout)
     check_access(target, timeout)
     return target
