@@ -9,6 +9,7 @@ same way everywhere, and so is every later op of the same proposer, whose checks
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import NamedTuple
@@ -87,6 +88,10 @@ class Admitted(NamedTuple):
     size: int
     counter: int | None
     sched_next: int
+
+
+# builds an Admitted from a tuple without NamedTuple's argument handling (once per message)
+_admitted = functools.partial(tuple.__new__, Admitted)
 _SUBJECT_CACHE = 4096
 _RUN_FLAGS = F_ROLLUP_SUB | F_ROLLUP_ALL | F_NO_INTEREST
 # a MsgOp as a store_raw_batch item: (subject, hdr, data, seq, ts, ttl)
@@ -333,8 +338,8 @@ class StreamEngine:
             self._check_discard_new(subject, size, flags, stage)
         if self._interest_ret and not self.interest.has_interest(subject):
             flags |= F_NO_INTEREST
-        return Admitted(subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size, counter,
-                        sched_next)
+        return _admitted((subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size,
+                          counter, sched_next))
 
     def assign(self, a: Admitted) -> MsgOp:
         """Leader: the op storing an admitted message at the next sequence and timestamp."""
