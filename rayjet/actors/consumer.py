@@ -153,7 +153,7 @@ class _Fetch:
 
 
 class ConsumerReplica:
-    """Plain class; :mod:`rayjet.actors.cluster` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     def __init__(self, stream_assignment: dict[str, Any], name: str, config: dict[str, Any],
                  group: str, replica_id: str, voters: list[str], data_dir: str, *,

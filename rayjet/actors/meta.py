@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from rayjet.actors import cluster
+from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import meta_actor_name
 from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
@@ -79,7 +79,7 @@ def consumer_dict(ca: ConsumerAssignment) -> dict[str, Any]:
 
 
 class MetaMember:
-    """Plain class; ``cluster.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
+    """Plain class; ``lifecycle.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
 
     def __init__(self, member_id: str, members: list[str], data_dir: str, *,
                  tick_seconds: float = 0.05) -> None:
@@ -147,10 +147,10 @@ class MetaMember:
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         existing = self.catalogue.streams.get(cfg.name)
-        peers = existing.peers if existing else cluster.place_stream(cfg, self.catalogue)
+        peers = existing.peers if existing else lifecycle.place_stream(cfg, self.catalogue)
         op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns())
         sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
-        await cluster.ensure_stream_replicas(sa, self.data_dir)
+        await lifecycle.ensure_stream_replicas(sa, self.data_dir)
         return assignment_dict(sa)
 
     async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -164,15 +164,15 @@ class MetaMember:
                     or cfg.placement != old.config.placement):
                 # start from where the replicas run now, so one Ray moved off a dead node is
                 # kept where it is instead of being replaced
-                old = dataclasses.replace(old, peers=await cluster.actual_peers(old))
-                peers = cluster.place_stream(cfg, self.catalogue, existing=old.peers,
+                old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old))
+                peers = lifecycle.place_stream(cfg, self.catalogue, existing=old.peers,
                                              fresh=old.fresh_ids(cfg.num_replicas))
             op = self.catalogue.prepare_update_stream(cfg, peers=peers)
             peers = await self._reserve_new_ids(old, peers)
             op = dataclasses.replace(op, peers=peers)
             # the stream's own group must accept the change (membership, limits) before the
             # catalogue records it, so a refused change leaves the catalogue as it was
-            await cluster.apply_stream_update(old, cfg, peers, self.data_dir)
+            await lifecycle.apply_stream_update(old, cfg, peers, self.data_dir)
             sa = await self._commit(op)
         finally:
             self._updating[cfg.name] -= 1
@@ -196,8 +196,8 @@ class MetaMember:
         sa = self.catalogue.stream(name)
         await self._commit(self.catalogue.prepare_delete_stream(name))
         for ca in sa.consumers.values():
-            await cluster.destroy_consumer_replicas(ca)
-        await cluster.destroy_stream_replicas(sa)
+            await lifecycle.destroy_consumer_replicas(ca)
+        await lifecycle.destroy_stream_replicas(sa)
         return True
 
     async def stream_assignment(self, name: str) -> dict[str, Any]:
@@ -208,7 +208,7 @@ class MetaMember:
         await self._read()
         out = []
         for sa in sorted(self.catalogue.streams.values(), key=lambda s: s.name):
-            if subject is not None and not cluster.captures(sa.config, subject):
+            if subject is not None and not lifecycle.captures(sa.config, subject):
                 continue
             out.append(assignment_dict(sa))
         return out
@@ -216,7 +216,7 @@ class MetaMember:
     async def lookup_subject(self, subject: str) -> dict[str, Any] | None:
         await self._read()
         for sa in self.catalogue.streams.values():
-            if cluster.captures(sa.config, subject):
+            if lifecycle.captures(sa.config, subject):
                 return assignment_dict(sa)
         return None
 
@@ -228,7 +228,7 @@ class MetaMember:
             cfg = dataclasses.replace(cfg, name=_ephemeral_name())
         sa = self.catalogue.stream(stream)
         existing = sa.consumers.get(cfg.durable_name or cfg.name)
-        peers = existing.peers if existing else cluster.place_consumer(sa, cfg.num_replicas)
+        peers = existing.peers if existing else lifecycle.place_consumer(sa, cfg.num_replicas)
         op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns(), peers=peers)
         if isinstance(op, ConsumerAssignment):
             ca = op
@@ -237,8 +237,8 @@ class MetaMember:
                 await self._register_interest(sa, cfg, remove=False)
             ca = await self._commit(op)
             if existing is not None:
-                await cluster.update_consumer_config(ca)
-        await cluster.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
+                await lifecycle.update_consumer_config(ca)
+        await lifecycle.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
 
     async def _register_interest(self, sa: StreamAssignment, cfg: ConsumerConfig, *,
@@ -249,15 +249,15 @@ class MetaMember:
 
         if sa.config.retention is RetentionPolicy.LIMITS:
             return
-        _, leader = await cluster.find_leader(sa)
+        _, leader = await lifecycle.find_leader(sa)
         await leader.register_consumer.remote(cfg.durable_name or cfg.name,
-                                              cluster.consumer_filters(cfg), 0, remove)
+                                              lifecycle.consumer_filters(cfg), 0, remove)
 
     async def delete_consumer(self, stream: str, name: str) -> bool:
         self._require_leader()
         ca = self.catalogue.consumer(stream, name)
         await self._commit(self.catalogue.prepare_delete_consumer(stream, name))
-        await cluster.destroy_consumer_replicas(ca)
+        await lifecycle.destroy_consumer_replicas(ca)
         sa = self.catalogue.streams.get(stream)
         if sa is not None:
             with contextlib.suppress(APIError, ray.exceptions.RayError):
@@ -291,10 +291,10 @@ class MetaMember:
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
             for sa in list(self.catalogue.streams.values()):
                 with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                    await cluster.ensure_stream_replicas(sa, self.data_dir, wait=False)
+                    await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False)
                 for ca in list(sa.consumers.values()):
                     with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                        await cluster.ensure_consumer_replicas(
+                        await lifecycle.ensure_consumer_replicas(
                             ca, sa, self.data_dir, assignment_dict(sa), wait=False)
 
     async def collect_orphans(self) -> dict[str, int]:
@@ -306,13 +306,13 @@ class MetaMember:
         op committed before: a replica is only created after its group's op committed, so
         a group just added is in the catalogue and none of its replicas is collected."""
         self._require_leader()
-        actors = await asyncio.to_thread(cluster.live_replica_actors)
-        dirs = await asyncio.to_thread(cluster.local_group_dirs, self.data_dir)
+        actors = await asyncio.to_thread(lifecycle.live_replica_actors)
+        dirs = await asyncio.to_thread(lifecycle.local_group_dirs, self.data_dir)
         await self._read()
         streams = {sa.group: sa for sa in self.catalogue.streams.values()}
         consumers = {ca.group: ca for sa in streams.values() for ca in sa.consumers.values()}
         doomed: list[str] = []
-        strays: dict[str, list[cluster.ReplicaActor]] = {}
+        strays: dict[str, list[lifecycle.ReplicaActor]] = {}
         for a in actors:
             owner = (streams if a.kind == "stream" else consumers).get(a.group)
             if owner is None:
@@ -325,7 +325,7 @@ class MetaMember:
         for group, found in strays.items():
             # a replica left out of the catalogue's peers (its removal was cut short) is
             # collected once its group no longer counts it: never one the group still has
-            members = await cluster.group_members(streams[group])
+            members = await lifecycle.group_members(streams[group])
             if members is None:
                 continue
             for a in found:
@@ -339,7 +339,7 @@ class MetaMember:
         if doomed:
             log.info("meta %s: collecting %d orphan replica actors: %s", self.id, len(doomed),
                      ", ".join(sorted(doomed)))
-            await cluster.collect_replicas(doomed)
+            await lifecycle.collect_replicas(doomed)
         for path in gone:
             await asyncio.to_thread(shutil.rmtree, path, True)
         self.collected["runs"] += 1
@@ -356,8 +356,8 @@ class MetaMember:
 
 def ensure_meta(data_dir: str, timeout: float = 60.0) -> list[Any]:
     """Start (or find) the meta group's members and wait until it has a leader."""
-    from rayjet.actors.cluster import actor_options, remote_class
     from rayjet.actors.names import META_MEMBERS, meta_member_id
+    from rayjet.actors.replica_lifecycle import actor_options, remote_class
 
     members = [meta_member_id(i) for i in range(META_MEMBERS)]
     cls = remote_class(MetaMember)

@@ -52,7 +52,7 @@ def _ts(ns: int) -> datetime | None:
 
 
 class StreamReplica:
-    """Plain class; :mod:`rayjet.actors.cluster` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     def __init__(self, config: dict[str, Any], group: str, replica_id: str,
                  voters: list[str], data_dir: str, *, created_ns: int = 0,

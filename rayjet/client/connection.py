@@ -15,8 +15,8 @@ from ray.exceptions import AuthenticationError
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
 from rayjet.actors.router import meta_router
+from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
-from rayjet.client.kv_api import KeyValueAPI
 from rayjet.client.publish import PublishAPI
 from rayjet.client.ray_join import TOKEN_HINT, join_address, prepare_join
 from rayjet.client.streams import StreamsAPI

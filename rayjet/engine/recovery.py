@@ -8,43 +8,47 @@ Consumer interest is not in the store: consumers register again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from rayjet.api import headers as H
 from rayjet.engine import schedules as S
 from rayjet.errors import NotFoundError
 from rayjet.storage import limits as L
-
-if TYPE_CHECKING:
-    from rayjet.engine.stream import StreamEngine
+from rayjet.storage.protocol import StreamStore
 
 
-def rebuild_from_store(engine: StreamEngine) -> None:
-    store = engine.store
+class Recovered(NamedTuple):
+    """The engine's own state, read back from its store."""
+
+    last_seq: int
+    last_ts: int
+    last_msg_id: str
+    dedup: list[tuple[str, int, int]]  # (msg id, seq, ts) still inside the window, oldest first
+    schedules: S.Schedules
+
+
+def recover_from_store(store: StreamStore, *, window_ns: int, now_ns: int,
+                       schedules: bool) -> Recovered:
     st = store.fast_state()
-    engine._last_seq, engine._last_ts = st.last_seq, st.last_ts
-    engine._last_msg_id = ""
-    engine.dedup.clear()
+    last_msg_id = ""
     if st.msgs:
         try:
             last = store.load_msg(st.last_seq)
-            engine._last_msg_id = L.header_value(last.hdr, H.MSG_ID) or ""
+            last_msg_id = L.header_value(last.hdr, H.MSG_ID) or ""
         except NotFoundError:
             pass
-    if engine._window_ns and st.msgs:
-        _rebuild_dedup(engine, st.last_seq, engine.clock.now_ns() - engine._window_ns)
-    engine.schedules = S.Schedules()
-    if engine.config.allow_msg_schedules and st.msgs:
-        _rebuild_schedules(engine)
+    dedup = _dedup_ids(store, st.last_seq, now_ns - window_ns) if window_ns and st.msgs else []
+    table = _schedules(store) if schedules and st.msgs else S.Schedules()
+    return Recovered(st.last_seq, st.last_ts, last_msg_id, dedup, table)
 
 
-def _rebuild_dedup(engine: StreamEngine, last_seq: int, cutoff: int) -> None:
+def _dedup_ids(store: StreamStore, last_seq: int, cutoff: int) -> list[tuple[str, int, int]]:
     """Walk back from the last message until one is older than the window."""
     found: list[tuple[str, int, int]] = []
     seq = last_seq + 1
     while seq > 1:
         try:
-            msg, seq = engine.store.load_prev_msg(seq - 1)
+            msg, seq = store.load_prev_msg(seq - 1)
         except NotFoundError:
             break
         if msg.ts < cutoff:
@@ -52,18 +56,18 @@ def _rebuild_dedup(engine: StreamEngine, last_seq: int, cutoff: int) -> None:
         msg_id = L.header_value(msg.hdr, H.MSG_ID) if msg.hdr else None
         if msg_id:
             found.append((msg_id, seq, msg.ts))
-    for msg_id, seq, ts in reversed(found):
-        engine.dedup.add(msg_id, seq, ts)
+    found.reverse()
+    return found
 
 
-def _rebuild_schedules(engine: StreamEngine) -> None:
+def _schedules(store: StreamStore) -> S.Schedules:
     """Replay what applying each message did to the schedule table."""
-    sch, seq = engine.schedules, 0
+    sch, seq = S.Schedules(), 0
     while True:
         try:
-            msg, seq = engine.store.load_next_msg(">", True, seq + 1)
+            msg, seq = store.load_next_msg(">", True, seq + 1)
         except NotFoundError:
-            return
+            return sch
         if not msg.hdr:
             sch.remove(msg.subject)
             continue
@@ -79,4 +83,4 @@ def _rebuild_schedules(engine: StreamEngine) -> None:
             sch.update(scheduler, S.parse_ns(nxt))
 
 
-__all__ = ["rebuild_from_store"]
+__all__ = ["Recovered", "recover_from_store"]

@@ -181,7 +181,7 @@ def _sourced_headers(origin: Origin, seq: int, subject: str, hdr: bytes, ident: 
 def prepare_mirror(engine: StreamEngine, origin: Origin, start: int, upto: int, ident: str,
                    msgs: Sequence[OriginMsg]) -> SourceOp:
     """The op copying ``msgs`` (origin messages after ``start``) into a mirror."""
-    engine._check_leader()
+    engine.require_leader()
     ttl_ok = engine.config.allow_msg_ttl
     out = []
     for seq, subject, hdr, data, ts in msgs:
@@ -207,7 +207,7 @@ def prepare_sources(engine: StreamEngine, origin: Origin, start: int, upto: int,
     the error comes back with the op for the messages before it (None if there are none),
     and the pump tries that message again later. Duplicates (``Nats-Msg-Id`` in the
     window) are passed over, as nats-server does."""
-    engine._check_leader()
+    engine.require_leader()
     if engine.config.sealed:
         return None, error_for("STREAM_SEALED")
     out: list[MsgOp] = []
@@ -220,21 +220,21 @@ def prepare_sources(engine: StreamEngine, origin: Origin, start: int, upto: int,
         if subj is not None:
             h = _sourced_headers(origin, seq, subject, hdr, ident)
             try:
-                checked = engine._check(subj, data or b"", H.encode_headers(h), h, None,
-                                        sourced=True)
+                checked = engine.admit(subj, data or b"", H.encode_headers(h), h, None,
+                                       sourced=True)
             except DuplicateInProcessError:
                 checked = None  # the same Nats-Msg-Id earlier in this batch: a duplicate
             except APIError as e:
                 err = e
                 break
             if checked is not None and not isinstance(checked, PubAck):
-                out.append(engine._commit(checked))
+                out.append(engine.assign(checked))
         reached = seq
     else:
         reached = max(upto, reached)
     if not out and reached == start:
         return None, err
-    return SourceOp(origin.key, start, reached, ident, tuple(out), False, engine._pid), err
+    return SourceOp(origin.key, start, reached, ident, tuple(out), False, engine.proposer_id), err
 
 
 def reset_op(origin: Origin, start: int, ident: str) -> SourceOp:
@@ -247,7 +247,7 @@ def apply_source(engine: StreamEngine, op: SourceOp) -> ApplyResult:
     pos = engine.sources
     if pos.position(op.key) != op.start:
         if op.msgs and not op.mirror:
-            return engine._reject(op)  # its seqs were projected on a state that is gone
+            return engine.reject_stale(op)  # its seqs were projected on a state that is gone
         err = error_for("STREAM_SEQUENCE_NOT_MATCH",
                         f"source position mismatch for {op.key.split(' ')[0]!r}: op from "
                         f"{op.start}, position {pos.position(op.key)}")
@@ -255,7 +255,7 @@ def apply_source(engine: StreamEngine, op: SourceOp) -> ApplyResult:
     if op.mirror:
         res = _apply_mirror(engine, op)
     elif op.msgs:
-        res = engine._apply_atomic(BatchOp("", op.msgs, op.pid))
+        res = engine.apply_atomic(BatchOp("", op.msgs, op.pid))
         if not res.ok:
             return res
         res.op, res.batch, res.count = op, None, None
@@ -266,40 +266,15 @@ def apply_source(engine: StreamEngine, op: SourceOp) -> ApplyResult:
 
 
 def _apply_mirror(engine: StreamEngine, op: SourceOp) -> ApplyResult:
-    store = engine.store
     stored: list[int] = []
     republish = []
     for m in op.msgs:
-        last = engine._last_seq
-        if m.seq <= last:
+        r = engine.apply_copied(m)
+        if r is None:
             continue  # already there (cannot happen with matching positions; be safe)
-        if m.seq > last + 1:
-            store.skip_msgs(last + 1, m.seq - last - 1)
-            engine._last_seq = m.seq - 1
-        rp_last = engine._rp_last(m)
-        store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
-        r = engine._stored(m, rp_last)
         republish.extend(r.republish)
         stored.append(m.seq)
-    if engine._leader and engine.pending.next_seq <= engine._last_seq:
-        engine.pending.next_seq = engine._last_seq + 1
-        engine.pending.last_ts = max(engine.pending.last_ts, engine._last_ts)
+    engine.follow_applied()
     res = ApplyResult(op, seq=stored[-1] if stored else 0, stream=engine.name, value=stored)
     res.republish = republish
     return res
-
-
-__all__ = [
-    "Origin",
-    "OriginMsg",
-    "SourcePositions",
-    "apply_source",
-    "identity",
-    "index_name",
-    "origins",
-    "parse_source_header",
-    "prepare_mirror",
-    "prepare_sources",
-    "reset_op",
-    "source_header",
-]

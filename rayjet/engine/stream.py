@@ -9,8 +9,10 @@ same way everywhere, and so is every later op of the same proposer, whose checks
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
+from typing import NamedTuple
 
 import msgpack
 
@@ -46,7 +48,7 @@ from rayjet.engine.ops import (
     UpdateConfigOp,
 )
 from rayjet.engine.pending import Pending
-from rayjet.engine.recovery import rebuild_from_store
+from rayjet.engine.recovery import recover_from_store
 from rayjet.engine.results import ApplyResult, ExpireResult, Republish
 from rayjet.engine.retention import Interest
 from rayjet.engine.sourcing import SourcePositions, apply_source
@@ -69,6 +71,27 @@ from rayjet.storage.record import record_size
 from rayjet.subjects import SubjectTransform, matches_any, subject_matches, validate_subject
 
 _SNAP_VERSION = 1
+
+
+class Admitted(NamedTuple):
+    """A message the leader accepted (:meth:`StreamEngine.admit`), before it has a sequence
+    and a timestamp (:meth:`StreamEngine.assign`)."""
+
+    subject: str
+    hdr: bytes
+    data: bytes
+    ttl: int
+    msg_id: str
+    flags: int
+    sched: int
+    scheduler: str
+    size: int
+    counter: int | None
+    sched_next: int
+
+
+# builds an Admitted from a tuple without NamedTuple's argument handling (once per message)
+_admitted = functools.partial(tuple.__new__, Admitted)
 _SUBJECT_CACHE = 4096
 _RUN_FLAGS = F_ROLLUP_SUB | F_ROLLUP_ALL | F_NO_INTEREST
 # a MsgOp as a store_raw_batch item: (subject, hdr, data, seq, ts, ttl)
@@ -165,7 +188,7 @@ class StreamEngine:
         self.pending.reset(self._last_seq, self._last_ts, self._last_msg_id)
         self.schedules.inflight.clear()
 
-    def _check_leader(self) -> None:
+    def require_leader(self) -> None:
         if not self._leader:
             raise NotLeaderError(group=self.name)
 
@@ -214,17 +237,17 @@ class StreamEngine:
     def prepare_publish(self, subject: str, data: bytes = b"",
                         headers: Mapping[str, str] | bytes | None = None) -> MsgOp | PubAck:
         """The op storing one published message, or the PubAck of the stored duplicate."""
-        self._check_leader()
+        self.require_leader()
         self._refuse_writes()
         hdr, h = self._headers(headers)
-        out = self._check(subject, data or b"", hdr, h, None)
+        out = self.admit(subject, data or b"", hdr, h, None)
         if isinstance(out, PubAck):
             return out
-        return self._commit(out)
+        return self.assign(out)
 
     def prepare_batch(self, msgs: Iterable, batch_id: str = "") -> BatchOp:
         """One op storing all of ``msgs`` ((subject, data[, headers]) items) or none."""
-        self._check_leader()
+        self.require_leader()
         self._refuse_writes()
         if not self.config.allow_atomic_publish:
             raise error_for("ATOMIC_PUBLISH_DISABLED")
@@ -239,15 +262,16 @@ class StreamEngine:
             hdr, h = self._headers(item[2] if len(item) > 2 else None)
             if h and H.EXPECTED_LAST_MSG_ID in h:
                 raise error_for("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=H.EXPECTED_LAST_MSG_ID)
-            c = self._check(subject, data, hdr, h, stage)
-            stage.add(c[0], c[8], c[4], c[9])
+            c = self.admit(subject, data, hdr, h, stage)
+            stage.add(c.subject, c.size, c.msg_id, c.counter)
             checked.append(c)
-        return BatchOp(batch_id, tuple(self._commit(c) for c in checked), self._pid)
+        return BatchOp(batch_id, tuple(self.assign(c) for c in checked), self._pid)
 
-    def _check(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
-               stage: Staged | None, sourced: bool = False):
-        """All refusals of one message; returns the checked tuple or a duplicate PubAck.
-        ``sourced``: copied from an origin stream (need not match the stream's subjects)."""
+    def admit(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
+              stage: Staged | None, sourced: bool = False) -> Admitted | PubAck:
+        """Leader: every refusal of one message (raised as its typed error); the admitted
+        message, or the PubAck of the stored duplicate. ``sourced``: copied from an origin
+        stream (need not match the stream's subjects)."""
         cfg = self.config
         subject = self._sourced_subject(subject) if sourced else self._subject(subject)
         if self._max_size and len(hdr) + len(data) > self._max_size:
@@ -314,11 +338,11 @@ class StreamEngine:
             self._check_discard_new(subject, size, flags, stage)
         if self._interest_ret and not self.interest.has_interest(subject):
             flags |= F_NO_INTEREST
-        return (subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size, counter,
-                sched_next)
+        return _admitted((subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size,
+                          counter, sched_next))
 
-    def _commit(self, c) -> MsgOp:
-        subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size, counter, snext = c
+    def assign(self, a: Admitted) -> MsgOp:
+        """Leader: the op storing an admitted message at the next sequence and timestamp."""
         pending = self.pending
         seq = pending.next_seq
         pending.next_seq = seq + 1
@@ -326,9 +350,9 @@ class StreamEngine:
         if ts <= pending.last_ts:
             ts = pending.last_ts  # never let time run backwards inside the stream
         pending.last_ts = ts
-        pending.add(seq, subject, size, msg_id, counter, bool(sched))
-        return MsgOp(seq, ts, subject, hdr, data, ttl, msg_id, flags, sched, scheduler, snext,
-                     self._pid)
+        pending.add(seq, a.subject, a.size, a.msg_id, a.counter, bool(a.sched))
+        return MsgOp(seq, ts, a.subject, a.hdr, a.data, a.ttl, a.msg_id, a.flags, a.sched,
+                     a.scheduler, a.sched_next, self._pid)
 
     def _counter_base(self, subject: str, stage: Staged | None) -> int:
         if stage is not None and subject in stage.counters:
@@ -405,7 +429,7 @@ class StreamEngine:
     # -- other requests ------------------------------------------------------------------------
     def prepare_purge(self, subject: str | None = None, seq: int | None = None,
                       keep: int | None = None) -> PurgeOp:
-        self._check_leader()
+        self.require_leader()
         if self.config.sealed:
             raise StreamSealedError()
         if self.config.deny_purge:
@@ -419,7 +443,7 @@ class StreamEngine:
         return PurgeOp(subject or "", seq or 0, keep or 0)
 
     def prepare_delete(self, seq: int, erase: bool = False) -> DeleteOp:
-        self._check_leader()
+        self.require_leader()
         if self.config.sealed:
             raise StreamSealedError()
         if self.config.deny_delete:
@@ -433,12 +457,12 @@ class StreamEngine:
 
     def prepare_update(self, config: StreamConfig) -> UpdateConfigOp:
         """Checks the editable-field rules; the new limits reach the store when applied."""
-        self._check_leader()
+        self.require_leader()
         new = validate_stream_update(self.config, config.with_defaults())
         return UpdateConfigOp(new.to_dict())
 
     def prepare_skip(self, num: int = 1) -> SkipOp:
-        self._check_leader()
+        self.require_leader()
         return SkipOp(self.pending.skip(num), num, self._pid)
 
     def prepare_ack(self, consumer: str, seq: int) -> AckOp:
@@ -502,7 +526,7 @@ class StreamEngine:
         t = type(op)
         if t is MsgOp:
             if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
-                return self._reject(op)
+                return self.reject_stale(op)
             rp_last = self._rp_last(op)
             if op.flags & F_NO_INTEREST:
                 self.store.skip_msg(op.seq)
@@ -510,10 +534,10 @@ class StreamEngine:
                 self.store.store_raw(op.subject, op.hdr, op.data, op.seq, op.ts, op.ttl)
             return self._stored(op, rp_last)
         if t is BatchOp:
-            return self._apply_atomic(op)
+            return self.apply_atomic(op)
         if t is SkipOp:
             if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
-                return self._reject(op)
+                return self.reject_stale(op)
             self.store.skip_msgs(op.seq, op.num)
             self._last_seq = op.seq + op.num - 1
             if self._leader and self.pending.next_seq <= self._last_seq:
@@ -618,7 +642,8 @@ class StreamEngine:
             seen[op.subject] = op.seq
         return out
 
-    def _reject(self, op) -> ApplyResult:
+    def reject_stale(self, op) -> ApplyResult:
+        """Apply: refuse an op whose sequences were projected on a state that is gone."""
         if op.pid:
             self._bad_pid = op.pid
             if self._leader and op.pid == self._pid:
@@ -664,13 +689,37 @@ class StreamEngine:
                     res.republish.append(rp)
         return res
 
-    def _apply_atomic(self, op: BatchOp) -> ApplyResult:
+    @property
+    def proposer_id(self) -> str:
+        """This leadership's id, carried by the ops it proposes (see :meth:`reject_stale`)."""
+        return self._pid
+
+    def apply_copied(self, m: MsgOp) -> ApplyResult | None:
+        """Apply: store a message copied at its origin's sequence (a mirror), skipping the
+        sequences before it; None when the stream already has that sequence."""
+        last = self._last_seq
+        if m.seq <= last:
+            return None
+        if m.seq > last + 1:
+            self.store.skip_msgs(last + 1, m.seq - last - 1)
+            self._last_seq = m.seq - 1
+        rp_last = self._rp_last(m)
+        self.store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
+        return self._stored(m, rp_last)
+
+    def follow_applied(self) -> None:
+        """Leader: continue its projection after sequences that apply fixed (a mirror)."""
+        if self._leader and self.pending.next_seq <= self._last_seq:
+            self.pending.next_seq = self._last_seq + 1
+            self.pending.last_ts = max(self.pending.last_ts, self._last_ts)
+
+    def apply_atomic(self, op: BatchOp) -> ApplyResult:
         msgs = op.msgs
         if not msgs or (op.pid and op.pid == self._bad_pid) or msgs[0].seq != self._last_seq + 1:
-            return self._reject(op)
+            return self.reject_stale(op)
         for i, m in enumerate(msgs):
             if m.seq != msgs[0].seq + i:
-                return self._reject(op)
+                return self.reject_stale(op)
         raw_batch = getattr(self.store, "store_raw_batch", None)
         plain = raw_batch is not None and not any(
             m.flags & _RUN_FLAGS or m.scheduler for m in msgs)
@@ -782,13 +831,13 @@ class StreamEngine:
                 if self.store.last_seq_for_subject(subject):
                     continue  # a newer message arrived meanwhile
                 size = record_size(len(subject.encode()), len(hdr), 0)
-                res.ops.append(self._commit((subject, hdr, b"", self._sdm_ttl, "", F_MARKER, 0,
-                                             "", size, None, 0)))
+                res.ops.append(self.assign(Admitted(subject, hdr, b"", self._sdm_ttl, "",
+                                                    F_MARKER, 0, "", size, None, 0)))
         return res
 
     def due(self, now: int | None = None) -> list[MsgOp]:
         """Leader: the ops publishing every schedule due at ``now`` to its target."""
-        self._check_leader()
+        self.require_leader()
         now = self.clock.now_ns() if now is None else now
         out: list[MsgOp] = []
         sch = self.schedules
@@ -828,8 +877,8 @@ class StreamEngine:
             size = record_size(len(tsubj.encode()), len(hdr), len(data))
             if self._interest_ret and not self.interest.has_interest(tsubj):
                 flags |= F_NO_INTEREST
-            out.append(self._commit((tsubj, hdr, data, ttl, "", flags, 0, subject, size, None,
-                                     nxt)))
+            out.append(self.assign(Admitted(tsubj, hdr, data, ttl, "", flags, 0, subject, size,
+                                            None, nxt)))
             sch.inflight.add(subject)
         return out
 
@@ -866,7 +915,14 @@ class StreamEngine:
 
     def rebuild(self) -> None:
         """Recover the engine state from the store after a restart (see :mod:`.recovery`)."""
-        rebuild_from_store(self)
+        r = recover_from_store(self.store, window_ns=self._window_ns,
+                               now_ns=self.clock.now_ns(),
+                               schedules=self.config.allow_msg_schedules)
+        self._last_seq, self._last_ts, self._last_msg_id = r.last_seq, r.last_ts, r.last_msg_id
+        self.dedup.clear()
+        for msg_id, seq, ts in r.dedup:
+            self.dedup.add(msg_id, seq, ts)
+        self.schedules = r.schedules
         if self._leader:
             self._resync()
 

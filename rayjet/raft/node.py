@@ -324,6 +324,13 @@ class Raft:
         if m.type == MT.APP:
             self._handle_append(m)
         elif m.type == MT.HEARTBEAT:
+            last = self.log.last_index()
+            if m.commit > last:
+                # the leader counts entries this log no longer has (a replaced disk): tell it
+                # where the log ends instead of committing what is not here
+                self._send(MT.HEARTBEAT_RESP, m.frm, context=m.context, reject=True,
+                           reject_hint=last)
+                return
             self.log.commit_to(m.commit)
             self._send(MT.HEARTBEAT_RESP, m.frm, context=m.context)
         else:
@@ -370,6 +377,10 @@ class Raft:
         elif m.type == MT.HEARTBEAT_RESP:
             pr.recent_active = True
             pr.probe_sent = False
+            if m.reject and m.reject_hint < pr.match and pr.state != ProgressState.SNAPSHOT:
+                pr.restart_from(m.reject_hint)  # it lost its log: an idle group learns it here
+                if pr.state == ProgressState.REPLICATE:
+                    pr.become_probe()
             if pr.state == ProgressState.REPLICATE and pr.inflights.full():
                 pr.inflights.free_first_one()
             if pr.match < self.log.last_index() or pr.state == ProgressState.PROBE:

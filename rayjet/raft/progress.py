@@ -118,18 +118,18 @@ class Progress:
         if self.state == ProgressState.REPLICATE:
             if rejected <= self.match:
                 # stale, unless the follower's log now ends below its acknowledgement
-                return match_hint < self.match and self._lost_entries(match_hint)
+                return match_hint < self.match and self.restart_from(match_hint)
             self.next = self.match + 1
             return True
         if self.next - 1 != rejected:
             return False
         if match_hint < self.match:
-            return self._lost_entries(match_hint)
+            return self.restart_from(match_hint)
         self.next = max(min(rejected, match_hint + 1), self.match + 1)
         self.probe_sent = False
         return True
 
-    def _lost_entries(self, match_hint: int) -> bool:
+    def restart_from(self, match_hint: int) -> bool:
         """The follower's log ends below what it had acknowledged: it lost its log (a
         replaced disk, a process that lost unsynced writes), or the answer is an old one
         overtaken by the acknowledgement. Believing it is safe either way (a lower

@@ -120,13 +120,13 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
         """Inside the meta member: deletes commit, then their teardown never runs."""
         import asyncio
 
-        from rayjet.actors import cluster
+        from rayjet.actors import replica_lifecycle as lifecycle
 
         async def never(*_args, **_kwargs):
             await asyncio.Event().wait()
 
-        cluster.destroy_stream_replicas = never
-        cluster.destroy_consumer_replicas = never
+        lifecycle.destroy_stream_replicas = never
+        lifecycle.destroy_consumer_replicas = never
         return member.id
 
     leader = _wait("a meta leader", _meta_leader)
@@ -151,7 +151,7 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
 
 
 def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_new_streams):
-    from rayjet.actors.cluster import create_replica
+    from rayjet.actors.replica_lifecycle import create_replica
     from rayjet.meta import StreamAssignment
 
     name = stream_name

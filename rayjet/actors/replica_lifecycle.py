@@ -241,8 +241,14 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
 
 
 # -- replica actors -----------------------------------------------------------------------------
-def replica_handle(sa: StreamAssignment, rid: str) -> Any:
-    return ray.get_actor(stream_actor_name(sa.group, rid), namespace=NAMESPACE)
+async def lookup(name: str) -> Any:
+    """``ray.get_actor`` off the event loop: it waits on the control store, and the meta
+    actor's heartbeats must not wait with it."""
+    return await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+
+
+async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
+    return await lookup(stream_actor_name(sa.group, rid))
 
 
 def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: Any,
@@ -256,8 +262,8 @@ def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: A
 
 async def _status(sa: StreamAssignment, rid: str, timeout: float) -> dict[str, Any] | None:
     try:
-        return await asyncio.wait_for(_as_future(replica_handle(sa, rid).status.remote()),
-                                      timeout)
+        handle = await asyncio.wait_for(replica_handle(sa, rid), timeout)
+        return await asyncio.wait_for(_as_future(handle.status.remote()), timeout)
     except (TimeoutError, ray.exceptions.RayError, ValueError):
         return None  # dead, restarting, or pending until a node of its region joins
 
@@ -280,7 +286,7 @@ async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT
         states = await asyncio.gather(*(_status(sa, rid, 1.0) for rid in rids))
         for rid, st in zip(rids, states):
             if st and st["role"] == "Leader" and (st["writable"] or not writable):
-                return rid, replica_handle(sa, rid)
+                return rid, await replica_handle(sa, rid)
         if time.monotonic() > deadline:
             raise ServiceUnavailableError(
                 f"stream {sa.name!r} has no leader after {timeout:.0f}s: a majority of its "
@@ -316,14 +322,14 @@ async def _stop(handle: Any) -> None:
     """Delete a replica's data (if it answers soon) and kill it for good."""
     with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
         await asyncio.wait_for(_as_future(handle.destroy.remote()), PING_TIMEOUT)
-    ray.kill(handle, no_restart=True)
+    await asyncio.to_thread(ray.kill, handle, no_restart=True)
 
 
 async def _destroy(names: list[str]) -> None:
     """Stop each named replica actor, delete its data, and kill it for good."""
     for name in names:
         try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
+            handle = await lookup(name)
         except ValueError:
             continue  # already gone
         await _stop(handle)
@@ -371,7 +377,7 @@ async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: P
         await leader.change_membership.remote("remove", rid)
         current.remove((rid, node))
         with contextlib.suppress(ValueError, ray.exceptions.RayError):
-            await _stop(replica_handle(view, rid))
+            await _stop(await replica_handle(view, rid))
     view = StreamAssignment(old.config, old.created_ns, old.group, tuple(current))
     _, leader = await find_leader(view)
     await leader.update_config.remote(cfg.to_dict())
@@ -400,8 +406,8 @@ def place_consumer(sa: StreamAssignment, replicas: int) -> Peers:
     return tuple((f"r{i}", node) for i, node in enumerate(nodes))
 
 
-def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
-    return ray.get_actor(consumer_actor_name(ca.group, rid), namespace=NAMESPACE)
+async def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
+    return await lookup(consumer_actor_name(ca.group, rid))
 
 
 def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
@@ -489,7 +495,7 @@ async def collect_replicas(names: list[str]) -> None:
 
     async def one(name: str) -> None:
         try:
-            handle = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+            handle = await lookup(name)
         except ValueError:
             return  # already gone
         await _stop(handle)
@@ -518,4 +524,5 @@ def consumer_filters(cfg: ConsumerConfig) -> list[str]:
 async def update_consumer_config(ca: ConsumerAssignment) -> None:
     for rid, _ in ca.peers:
         with contextlib.suppress(ValueError, ray.exceptions.RayError):
-            await consumer_handle(ca, rid).update_config.remote(ca.config.to_dict())
+            handle = await consumer_handle(ca, rid)
+            await handle.update_config.remote(ca.config.to_dict())
