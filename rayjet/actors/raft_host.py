@@ -130,6 +130,11 @@ class RaftHost:
         self.pump()
         return fut
 
+    def finish_copy(self, index: int) -> None:
+        """The state machine was copied from a peer as of ``index``: resume applying."""
+        self.group.finish_copy(index)
+        self.pump()
+
     async def propose_conf_change(self, cc: ConfChange, timeout: float) -> Any:
         """One membership step; resolves when it is committed and applied."""
         try:

@@ -237,6 +237,13 @@ class PeerSender:
         waiting.append(messages)
         del waiting[:-self.MAX_WAITING]
 
+    async def handle(self, peer: str) -> Any:
+        """The peer's actor handle (looked up off the event loop when not known yet)."""
+        handle = self._handles.get(peer)
+        if handle is None:
+            handle = self._found(peer, await asyncio.to_thread(self._get_actor, peer))
+        return handle
+
     def _get_actor(self, peer: str) -> Any:
         self.stats["lookups"] += 1
         try:

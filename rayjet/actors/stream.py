@@ -24,12 +24,19 @@ from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import PeerSender
 from rayjet.actors.sourcing import SourcePump
+from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.engine import ApplyResult, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
-from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
+from rayjet.errors import (
+    APIError,
+    NotFoundError,
+    NotLeaderError,
+    ServiceUnavailableError,
+    error_for,
+)
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
@@ -87,6 +94,7 @@ class StreamReplica:
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
+        self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -102,6 +110,7 @@ class StreamReplica:
             self._started = True
             self.host.start()
             self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
+            self._copy.update()
 
 
     def _on_output(self, out: Output) -> None:
@@ -123,6 +132,8 @@ class StreamReplica:
             self.engine.set_leader(group.term)
         if out.role is not None or self.engine.is_leader != self._pump.leading:
             self._pump.update()
+        if group.copying:
+            self._copy.update()
 
     def _after_apply(self, results: list[ApplyResult]) -> None:
         if self.group.is_leader:
@@ -214,7 +225,26 @@ class StreamReplica:
         st["last_seq"] = self.engine.last_seq
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
+        st["store_copy"] = dict(self._copy.stats)
         return st
+
+    # -- copies for replicas that installed a state-only snapshot -----------------------------
+    def _require_whole(self) -> None:
+        self._ensure_started()
+        if self.group.copying:
+            raise ServiceUnavailableError(f"replica {self.id} is copying its own store")
+
+    async def copy_chunk(self, from_seq: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Records from ``from_seq`` on for a copying peer (see actors.store_copy)."""
+        self._require_whole()
+        return self.machine.copy_chunk(from_seq, max_bytes)
+
+    async def copy_seal(self, have_last: int) -> dict[str, Any]:
+        """The rest of our state for a copying peer, as of our applied index."""
+        self._require_whole()
+        seal = self.machine.copy_seal(have_last)
+        seal["applied"] = self.group.applied
+        return seal
 
     # -- writes (leader) --------------------------------------------------------------------
     async def publish(self, msgs: list[tuple], timeout: float = DEFAULT_TIMEOUT
@@ -491,6 +521,7 @@ class StreamReplica:
 
     async def _stop(self) -> None:
         await self._pump.stop()
+        await self._copy.stop()
         for task in (self._upkeep, self._sweep):
             if task is not None:
                 task.cancel()

@@ -64,6 +64,9 @@ class Raft:
         self.read_only = ReadOnly()
         self.pending_reads: list[bytes] = []
         self._bcast_pending = False
+        # the application turns this off while its state machine is not usable (a replica
+        # copying its state from a peer): such a node votes but never stands for election
+        self.campaign_allowed = True
 
         hs, cs = storage.initial_state()
         self._set_conf_state(cs)
@@ -92,7 +95,7 @@ class Raft:
 
     def promotable(self) -> bool:
         return self.id in self.prs and self.id in self.voters and \
-            self.log.unstable.snapshot is None
+            self.log.unstable.snapshot is None and self.campaign_allowed
 
     # -- role changes ----------------------------------------------------------------------
     def _reset(self, term: int) -> None:

@@ -127,8 +127,9 @@ class MemoryLogStorage:
                                          self._hard_state.vote, snap.index)
 
     def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
-        """Record the application's state as of ``index`` (which must be applied)."""
-        if index <= self._snapshot.index:
+        """Record the application's state as of ``index`` (which must be applied); at the
+        snapshot's own index this replaces its data (the same state, said differently)."""
+        if index < self._snapshot.index:
             raise SnapshotOutOfDateError(f"snapshot at {index} is not newer than "
                                          f"{self._snapshot.index}")
         if index > self.last_index():

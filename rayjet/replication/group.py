@@ -9,8 +9,14 @@ Replay is exact, so state machines need not be idempotent: at start-up the machi
 restored from the last snapshot (``restore(data, full=False)``, with ``b""`` when there is
 none) and must roll its own durable state back to that point (a stream store truncates to
 the sequence the snapshot recorded); the log then replays every entry after it. A snapshot
-shipped to a lagging follower is re-cut at the leader's applied index first, so the full
-state it carries matches its index exactly.
+shipped to a lagging follower is re-cut at the leader's applied index first.
+
+A machine may answer a snapshot with "copy me first" (``restore`` returns True: a stream's
+snapshot carries state, not its messages). The group then keeps taking part in raft
+(appending, acknowledging, voting) but applies nothing and does not campaign until the
+shell has copied the state from a peer and called :meth:`ReplicaGroup.finish_copy` with the
+peer's applied index; the log is applied from there. A local snapshot follows at once, so
+a restart before it makes the copy again.
 """
 
 from __future__ import annotations
@@ -46,8 +52,9 @@ class StateMachine(Protocol):
     def full_snapshot(self) -> bytes:
         """Everything a new replica needs (sent to followers behind the compaction point)."""
 
-    def restore(self, data: bytes, *, full: bool) -> None:
-        """Load a snapshot: ``full`` from the leader, otherwise our own compact one."""
+    def restore(self, data: bytes, *, full: bool) -> bool | None:
+        """Load a snapshot: ``full`` from the leader, otherwise our own compact one. True
+        asks the group to wait for a copy of the state from a peer (see the module doc)."""
 
     def sync(self) -> None:
         """Make applied state durable (before the log entries holding it are dropped)."""
@@ -103,7 +110,8 @@ class ReplicaGroup:
         hard = storage.initial_state()[0]
         self._vote = (hard.term, hard.vote)  # the term and vote known to be durable
         snap = storage.snapshot()
-        sm.restore(snap.data, full=False)  # roll back to the snapshot; the log replays the rest
+        # roll back to the snapshot; the log replays the rest
+        copying = bool(sm.restore(snap.data, full=False))
         self.conf_state = storage.initial_state()[1]
         self.snapshot_index = snap.meta.index
         rng = random.Random(self.opts.seed if self.opts.seed is not None else node_id)
@@ -115,6 +123,10 @@ class ReplicaGroup:
             notify_commit=self.opts.notify_commit, rng=rng), storage)
         self.applied = snap.meta.index
         self._applied_bytes = 0  # entry data applied since the last compaction
+        self._handed = snap.meta.index  # the last committed entry raft handed us
+        self._snapshot_due = False  # take a local snapshot as soon as the log allows
+        self.copying = False
+        self._set_copying(copying)
         self.role = Role.FOLLOWER
         self.leader: str | None = None
 
@@ -183,14 +195,20 @@ class ReplicaGroup:
                     out.snapshots_sent.append(m.to)
                 out.messages.append(m)
             if rd.snapshot is not None and rd.snapshot.meta.index > 0:
-                self.sm.restore(rd.snapshot.data, full=True)
+                self._set_copying(bool(self.sm.restore(rd.snapshot.data, full=True)))
                 self.conf_state = rd.snapshot.meta.conf_state
-                self.applied = rd.snapshot.meta.index
+                self.applied = self._handed = rd.snapshot.meta.index
                 self.snapshot_index = rd.snapshot.meta.index
                 self._applied_bytes = 0
             for entry in rd.committed_entries:
+                self._handed = entry.index
                 if entry.type == EntryType.CONF_CHANGE:
+                    # membership is raft's own state: applied even while copying
                     result = self._apply_conf_change(entry.data, out)
+                    if self.copying or entry.index <= self.applied:
+                        continue
+                elif self.copying or entry.index <= self.applied:
+                    continue  # the copy will hold it (or already did)
                 elif entry.data:
                     try:
                         result = self.sm.apply(entry.index, entry.data)
@@ -212,13 +230,52 @@ class ReplicaGroup:
         out.conf_changes.append((cc, self.conf_state))
         return self.conf_state
 
+    def _set_copying(self, copying: bool) -> None:
+        self.copying = copying
+        self.node.raft.campaign_allowed = not copying  # a copying replica must not lead
+
+    def finish_copy(self, index: int) -> list[Applied]:
+        """The machine now holds the state as of ``index`` (copied from a peer that had
+        applied that far): apply the committed entries past it that the log already has."""
+        if index < self.applied:
+            raise ValueError(f"a copy at {index} is older than the snapshot at {self.applied}")
+        self._set_copying(False)
+        self.applied = index
+        done: list[Applied] = []
+        if index < self._handed:
+            for entry in self.storage.entries(index + 1, self._handed + 1):
+                if entry.type == EntryType.CONF_CHANGE:
+                    result: Any = self.conf_state  # applied when raft handed it over
+                elif entry.data:
+                    try:
+                        result = self.sm.apply(entry.index, entry.data)
+                    except Exception as exc:  # noqa: BLE001 - answers its proposer
+                        result = exc
+                else:
+                    result = None
+                done.append(Applied(entry.index, entry.term, result))
+                self.applied = entry.index
+        self._snapshot_due = True
+        self._maybe_compact()
+        return done
+
     def _maybe_compact(self) -> None:
+        if self.copying:
+            return  # the entries past the snapshot are not applied yet
+        if self._snapshot_due:
+            # our own snapshot replaces the installed one (at the same index if nothing
+            # was applied since), once the log holds our applied index as committed
+            if self.node.raft.log.committed >= self.applied <= self.storage.last_index():
+                self._compact(recut=True)
+                self._snapshot_due = False
+            return
         if (self.applied - self.snapshot_index >= self.opts.snapshot_every
                 or self._applied_bytes >= self.opts.snapshot_bytes):
             self._compact()
 
-    def _compact(self) -> None:
-        if self.applied <= self.snapshot_index:
+    def _compact(self, recut: bool = False) -> None:
+        if self.applied < self.snapshot_index or (self.applied == self.snapshot_index
+                                                  and not recut):
             return
         self.sm.sync()  # the store must hold what the dropped entries carried
         self.storage.create_snapshot(self.applied, self.conf_state, self.sm.snapshot())
@@ -238,5 +295,6 @@ class ReplicaGroup:
         return {"id": st.id, "role": st.role.value, "term": st.term, "leader": st.lead,
                 "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
                 "first_index": self.storage.first_index(), "snapshot_index": self.snapshot_index,
+                "copying": self.copying,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
                 "progress": st.progress}

@@ -620,6 +620,81 @@ class BaseStore:
         self._persist_last(idx.last, last_ts)
         self._commit()
 
+    # -- copying from another replica ---------------------------------------------------------
+    def export_range(self, start_seq: int, max_bytes: int) -> tuple[bytes, int]:
+        """Plain records of the live messages from ``start_seq`` on, about ``max_bytes`` of
+        them (at least one), and the seq to continue from (last_seq + 1 once done)."""
+        self._check_open()
+        idx = self._idx
+        parts: list[bytes] = []
+        total = 0
+        seq = idx.next_live(start_seq) if idx.msgs else 0
+        while seq and total < max_bytes:
+            m = self._read(seq)
+            r = rec.encode_msg(seq, m.ts, m.subject.encode(), m.hdr, m.data)
+            parts.append(r)
+            total += len(r)
+            seq = idx.next_live(seq + 1)
+        return b"".join(parts), (seq or idx.last + 1)
+
+    def import_records(self, buf) -> int:
+        """Append records another replica's :meth:`export_range` produced (each checksum
+        verified; those at or below our last seq are skipped) without applying limits:
+        the source applied them. Returns how many were added."""
+        self._check_open()
+        off, end, last, added, items = 0, len(buf), self._idx.last, 0, []
+        while off < end:
+            length = rec.parse_head(buf, off)[0] if end - off >= rec.MIN_FRAME else 0
+            if length < rec.MIN_FRAME or off + length > end or not rec.check(buf, off, length):
+                raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
+            _n, flags, kind, seq, ts = rec.parse_head(buf, off)
+            if kind != rec.K_MSG:
+                raise StoreCorruptionError(err=f"copied record at byte {off} is not a message")
+            if seq > last:
+                subj, hdr, data = rec.split_body(rec.body_of(buf, off, length),
+                                                 bool(flags & rec.F_HDR))
+                items.append((seq, ts, subj, hdr, data, 0))
+                last = seq
+            off += length
+            if len(items) >= 1000:
+                self._add_raw(items)
+                added += len(items)
+                items = []
+        if items:
+            self._add_raw(items)
+            added += len(items)
+        self._commit()
+        return added
+
+    def deleted_runs(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Seqs in ``lo..hi`` (within first..last) that are not live, as (first, last) runs."""
+        self._check_open()
+        return self._idx.deleted_runs(lo, hi)
+
+    def reconcile(self, first: int, last: int, last_ts: int,
+                  deleted: Sequence[tuple[int, int]]) -> None:
+        """Take another replica's seq range and deletions: drop what it no longer holds
+        (below ``first``, above ``last``, inside the ``deleted`` runs), then end at ``last``."""
+        self._check_open()
+        idx = self._idx
+        if idx.last > last:
+            self.truncate(last)
+        if first > idx.first:
+            self._compact(first)
+        for lo, hi in deleted:
+            seq = idx.next_live(lo) if idx.msgs else 0
+            while seq and seq <= hi:
+                self._unindex(seq)
+                seq = idx.next_live(seq + 1)
+        if last > idx.last:
+            start = idx.last + 1
+            idx.skip(start, last - start + 1)
+            self._persist_skip(start, last - start + 1)
+        if idx.last_ts != last_ts:
+            idx.last_ts = last_ts
+            self._persist_last(idx.last, last_ts)
+        self._commit()
+
     def _add_raw(self, items: list[tuple]) -> None:
         """Index restored messages without applying limits."""
         limits = self._max_per, self._max_msgs, self._max_bytes

@@ -14,6 +14,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from itertools import repeat
 
+import numpy as np
+
 from rayjet.subjects import FWC, is_literal, subject_matches
 
 _CHUNK = 4096
@@ -407,6 +409,25 @@ class Index:
         lo, hi = self.first - self.base, self.last - self.base
         base = self.base
         return [base + i for i in range(lo, hi + 1) if not self.size[i]]
+
+    def deleted_runs(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The seqs in ``lo..hi`` that are not live, as (first, last) runs (no Python
+        work per message: a stream of millions answers in milliseconds)."""
+        lo, hi = max(lo, self.first), min(hi, self.last)
+        if lo > hi:
+            return []
+        if not self.msgs:
+            return [(lo, hi)]
+        start, stop = lo - self.base, hi - self.base + 1
+        sizes = np.frombuffer(self.size, dtype=np.uint32)
+        dead = np.zeros(stop - start + 2, dtype=np.int8)
+        within = sizes[max(start, 0):stop]
+        dead[1 + max(0, -start):1 + max(0, -start) + len(within)] = within == 0
+        dead[1 + max(0, -start) + len(within):-1] = 1  # past the arrays: never written
+        if start < 0:
+            dead[1:1 - start] = 1
+        edges = np.flatnonzero(np.diff(dead))
+        return [(lo + int(a), lo + int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
 
 
 __all__ = ["Index", "SubjectSeqs"]

@@ -1,5 +1,6 @@
-"""Replicas restart after every kind of snapshot: one installed from the leader, one taken
-locally, and an empty disk caught up from the leader.
+"""Replicas restart after every kind of snapshot: one installed from the leader (which
+carries state, so the follower copies the messages from the leader), one taken locally, and
+an empty disk caught up from the leader the same way.
 
 The scenario runs in a child process with a Ray of its own whose replica actors compact
 their raft log every 32 entries (``RAYJET_RAFT_COMPACT_ENTRIES``), so a paused follower
@@ -77,6 +78,8 @@ SCRIPT = textwrap.dedent("""
         expected = replica_contents(handles[lead], 110)
         wait_for(follower, 110)
         assert replica_contents(follower, 110) == expected
+        copied = ray.get(follower.status.remote(), timeout=10)["store_copy"]
+        assert copied["copies"] == 1 and copied["records"] > 0, copied  # not in the snapshot
         print("INSTALLED")
 
         restart(follower)  # Ray restarts it over its own disk
@@ -99,6 +102,8 @@ SCRIPT = textwrap.dedent("""
         js.publish("snap.c", b"after")
         wait_for(follower, 151)
         assert replica_contents(follower, 151) == replica_contents(handles[lead], 151)
+        copied = ray.get(follower.status.remote(), timeout=10)["store_copy"]
+        assert copied["copies"] == 1 and copied["records"] >= 150, copied
         print("EMPTY")
 """)
 

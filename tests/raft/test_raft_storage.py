@@ -60,7 +60,10 @@ def test_compaction_needs_a_snapshot_and_keeps_the_boundary_term() -> None:
     with pytest.raises(CompactedError):
         st.entries(5, 7)
     with pytest.raises(SnapshotOutOfDateError):
-        st.create_snapshot(6, ConfState(("a",)), b"again")
+        st.create_snapshot(5, ConfState(("a",)), b"older")
+    again = st.create_snapshot(6, ConfState(("a",)), b"again")  # the same state, re-cut
+    assert (again.index, again.term, again.data) == (6, 2, b"again")
+    assert st.snapshot() is again and st.first_index() == 6
 
 
 def test_apply_snapshot_replaces_the_log() -> None:

@@ -55,6 +55,7 @@ class Net:
         self.groups = groups
         self.down: set[str] = set()
         self.outputs = {n: [] for n in groups}
+        self.auto_copy = True  # replicas copying a store do it at once (see ``copy``)
 
     def run(self, rounds=50):
         for _ in range(rounds):
@@ -63,6 +64,8 @@ class Net:
                 if name in self.down:
                     continue
                 out = g.process()
+                if g.copying and self.auto_copy:
+                    out.applied += self.copy(g)
                 self.outputs[name].append(out)
                 for peer in out.snapshots_sent:
                     g.report_snapshot(peer, True)
@@ -73,6 +76,22 @@ class Net:
                     moved = True
             if not moved:
                 return
+
+    def copy(self, copier, chunk_bytes=256):
+        """What a replica actor does after installing a state-only snapshot, in one go:
+        copy the store from the leader in chunks, then its seal."""
+        from rayjet.replication.stream_machine import StoreCopy
+
+        source = self.leader()
+        if source is None or source is copier:
+            return []
+        client = StoreCopy(copier.sm, chunk_bytes)
+        while True:
+            kind, arg = client.next_request()
+            if kind == "chunk":
+                client.on_chunk(*source.sm.copy_chunk(arg, chunk_bytes))
+            elif client.on_seal(source.sm.copy_seal(arg)):
+                return copier.finish_copy(source.applied)
 
     def tick(self, n=1):
         for _ in range(n):

@@ -97,9 +97,9 @@ def test_lagging_replica_catches_up_from_the_leaders_full_state():
 
 
 def test_follower_that_installed_a_snapshot_restarts(tmp_path):
-    """A follower behind the compaction point installs the leader's snapshot; killed and
-    restarted over its own directories it comes back with every message, and again when
-    its store directory was lost (the installed snapshot still holds the store)."""
+    """A follower behind the compaction point installs the leader's snapshot (state only)
+    and copies the store; killed and restarted over its own directories it comes back with
+    every message, and copies again when its store directory or whole disk was lost."""
     import shutil
 
     names = ["a", "b", "c"]
@@ -126,10 +126,13 @@ def test_follower_that_installed_a_snapshot_restarts(tmp_path):
             shutil.rmtree(tmp_path / lagger)
         restarted = make_replica(lagger, names, tmp_path, **opts)
         net.groups[lagger] = restarted
-        if lost != "everything":
+        if lost == "nothing":
             assert contents(restarted) == expected
-        else:  # an idle group learns of the loss from heartbeats alone
+        else:  # a copy from the leader brings the store back; an idle group learns of a
+            # replaced disk from heartbeats alone
+            assert restarted.copying == (lost == "store")
             net.tick(5)
+            assert not restarted.copying
             assert contents(restarted) == contents(leader)
         leader_publish(net, leader, [("orders.new", b"after-" + lost.encode())])
         net.tick(5)
