@@ -65,7 +65,10 @@ class StreamReplica:
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
         if cfg.storage is StorageType.FILE:
             store = FileStore(str(self.dir / "store"), store_config(cfg, sync_interval=sync))
-            raft_log = FileLogStorage(self.dir / "raft")
+            # the log is what the store is rebuilt from: same interval, same key
+            raft_log = FileLogStorage(self.dir / "raft", sync_interval=sync,
+                                      cipher=store.record_cipher())
+            store.before_sync = raft_log.sync
         else:
             store = MemStore(store_config(cfg))
             raft_log = MemoryLog()
@@ -152,6 +155,10 @@ class StreamReplica:
                 pass  # lost leadership between the check and the proposal
             except Exception:
                 log.exception("stream upkeep failed on %s", self.host.name)
+            try:
+                self.group.storage.maybe_sync()  # an idle log is synced within its interval too
+            except Exception:
+                log.exception("raft log sync failed on %s", self.host.name)
             try:
                 self._update_metrics()
             except Exception:
