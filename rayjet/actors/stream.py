@@ -31,9 +31,10 @@ from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import APIError, NotFoundError, NotLeaderError, error_for
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
-from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.replication import MemoryLog, Output, ReplicaGroup
+from rayjet.replication.stream_files import open_stream_files
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
-from rayjet.storage import FileStore, MemStore
+from rayjet.storage import MemStore
 from rayjet.subjects import matches_any
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,7 @@ class StreamReplica:
         self.dir = Path(data_dir) / "streams" / group / replica_id
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
         if cfg.storage is StorageType.FILE:
-            store = FileStore(str(self.dir / "store"), store_config(cfg, sync_interval=sync))
-            # the log is what the store is rebuilt from: same interval, same key
-            raft_log = FileLogStorage(self.dir / "raft", sync_interval=sync,
-                                      cipher=store.record_cipher())
-            store.before_sync = raft_log.sync
+            store, raft_log = open_stream_files(self.dir, store_config(cfg, sync_interval=sync))
         else:
             store = MemStore(store_config(cfg))
             raft_log = MemoryLog()

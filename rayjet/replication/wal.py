@@ -4,10 +4,11 @@ Every write (entries, hard state, snapshot, compaction) is first appended to the
 checksummed record, then applied to an in-memory :class:`MemoryLogStorage` that answers the
 core's reads. Opening the directory replays the WAL. ``sync()`` makes everything written so
 far durable; the replication driver calls it before sending messages that depend on it.
-``flush()`` hands the writes to the OS and also fsyncs once ``sync_interval`` has passed
-since the last fsync (``"always"`` or 0: every flush), as the stream store does, so a power
-loss costs at most the writes of the last interval; ``maybe_sync()`` does the same from a
-timer when no write comes.
+``flush()`` hands the writes to the OS and, given a ``sync_interval``, also fsyncs once it
+has passed since the last fsync (``"always"`` or 0: every flush), as the stream store does,
+so a power loss costs at most the writes of the last interval; ``maybe_sync()`` does the
+same from a timer when no write comes. Without one only ``sync()`` fsyncs (the driver's
+rules: a new term or vote, snapshots, and every entry when it syncs always).
 
 Record: ``u32 length | u32 crc32(payload) | payload`` with payload = msgpack ``[kind, ...]``.
 A record cut short at the end of the file (a crash mid-write) is dropped; a complete record
@@ -34,7 +35,7 @@ from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
 from rayjet.errors import EncryptionKeyError, StoreCorruptionError
 from rayjet.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
 from rayjet.raft.storage import MemoryLogStorage
-from rayjet.storage.config import ALWAYS, DEFAULT_SYNC_INTERVAL
+from rayjet.storage.config import ALWAYS
 from rayjet.storage.crypto import RecordCipher
 from rayjet.storage.fsutil import fsync_dir, make_dirs
 
@@ -72,7 +73,9 @@ def _decode_snapshot(raw: bytes, path: Path, cipher: RecordCipher | None) -> Sna
     return Snapshot(SnapshotMeta(index, term, ConfState(tuple(voters), tuple(learners))), data)
 
 
-def _interval_ns(sync_interval: float | str) -> int:
+def _interval_ns(sync_interval: float | str | None) -> int | None:
+    if sync_interval is None:
+        return None
     return 0 if sync_interval == ALWAYS else round(float(sync_interval) * NANOS_PER_SECOND)
 
 
@@ -80,7 +83,7 @@ class FileLogStorage:
     """Raft log storage in ``directory`` (``wal.log`` plus ``snapshot.bin``)."""
 
     def __init__(self, directory: str | os.PathLike[str], *, rewrite_bytes: int = 64 << 20,
-                 sync_interval: float | str = DEFAULT_SYNC_INTERVAL, clock: Clock | None = None,
+                 sync_interval: float | str | None = None, clock: Clock | None = None,
                  cipher: RecordCipher | None = None):
         self.dir = Path(directory)
         make_dirs(self.dir)
@@ -174,7 +177,8 @@ class FileLogStorage:
 
     def maybe_sync(self) -> None:
         """Fsync if there are unsynced writes and the interval has passed (for a timer)."""
-        if self._dirty and self._clock.monotonic_ns() - self._last_sync >= self._interval_ns:
+        if self._dirty and self._interval_ns is not None and \
+                self._clock.monotonic_ns() - self._last_sync >= self._interval_ns:
             self.sync()
 
     def sync(self) -> None:
