@@ -79,12 +79,16 @@ class Cluster:
         return self.clock.monotonic_ns() / 1e9
 
     def publish(self, datas: list[bytes]) -> None:
+        self.propose(lambda engine: [engine.prepare_publish("orders.new", d) for d in datas],
+                     datas)
+
+    def propose(self, make_ops, datas: list[bytes] = ()) -> None:
+        """Propose the ops ``make_ops(leader engine)`` returns and run until they apply."""
         leader = self.net.leader()
         engine = leader.sm.engine
         if not engine.is_leader:
             engine.set_leader(leader.term)
-        ops = [engine.prepare_publish("orders.new", d) for d in datas]
-        index, term = leader.propose(leader.sm.encode(ops))
+        index, term = leader.propose(leader.sm.encode(make_ops(engine)))
         self._pending[index] = (term, datas)
         self.net.run()
         self._collect(leader.id)
