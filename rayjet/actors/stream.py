@@ -38,9 +38,10 @@ from rayjet.errors import (
     error_for,
 )
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
-from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.replication import MemoryLog, Output, ReplicaGroup
+from rayjet.replication.stream_files import open_stream_files
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
-from rayjet.storage import FileStore, MemStore
+from rayjet.storage import MemStore
 from rayjet.subjects import matches_any
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,7 @@ class StreamReplica:
         self.dir = Path(data_dir) / "streams" / group / replica_id
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
         if cfg.storage is StorageType.FILE:
-            store = FileStore(str(self.dir / "store"), store_config(cfg, sync_interval=sync))
-            raft_log = FileLogStorage(self.dir / "raft")
+            store, raft_log = open_stream_files(self.dir, store_config(cfg, sync_interval=sync))
         else:
             store = MemStore(store_config(cfg))
             raft_log = MemoryLog()
@@ -163,6 +163,10 @@ class StreamReplica:
                 pass  # lost leadership between the check and the proposal
             except Exception:
                 log.exception("stream upkeep failed on %s", self.host.name)
+            try:
+                self.group.storage.maybe_sync()  # an idle log is synced within its interval too
+            except Exception:
+                log.exception("raft log sync failed on %s", self.host.name)
             try:
                 self._update_metrics()
             except Exception:

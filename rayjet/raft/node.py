@@ -397,8 +397,11 @@ class Raft:
 
     def _handle_append_response(self, m: Message, pr: Progress) -> None:
         pr.recent_active = True
+        # a follower may hold more than this leader (all replicas lost power and this one
+        # kept less of its log): never believe it matches past our own last index
+        last = self.log.last_index()
         if m.reject:
-            hint = m.reject_hint
+            hint = min(m.reject_hint, last)
             if m.log_term > 0:
                 hint, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
             if pr.maybe_decr_to(m.index, hint):
@@ -407,7 +410,7 @@ class Raft:
                 self.send_append(m.frm)
             return
         was_paused = pr.is_paused()
-        updated = pr.maybe_update(m.index)
+        updated = pr.maybe_update(min(m.index, last))
         if not updated and not (pr.state == ProgressState.PROBE and pr.match == m.index):
             return
         if pr.state == ProgressState.PROBE:

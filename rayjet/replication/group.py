@@ -277,9 +277,13 @@ class ReplicaGroup:
         if self.applied < self.snapshot_index or (self.applied == self.snapshot_index
                                                   and not recut):
             return
+        self.storage.sync()  # the log first: the store must never keep a change its log lost
         self.sm.sync()  # the store must hold what the dropped entries carried
         self.storage.create_snapshot(self.applied, self.conf_state, self.sm.snapshot())
         self.storage.compact(self.applied)
+        scrubbed = getattr(self.sm, "take_scrubbed", None)
+        if scrubbed is not None and scrubbed():
+            self.storage.rewrite()  # erased or purged payloads leave the log with their entries
         self.storage.sync()
         self.snapshot_index = self.applied
         self._applied_bytes = 0

@@ -48,6 +48,7 @@ class StreamMachine:
         self.on_applied: list[Callable[[list[ApplyResult]], None]] = []
         # the leader applies the ops it proposed without decoding its own entry again
         self._proposed: dict[int, tuple[bytes, list[Op]]] = {}
+        self._scrubs_seen = 0  # store.scrubs at the last take_scrubbed
 
     def encode(self, ops: list[Op]) -> bytes:
         """Encode ``ops`` for proposing from this replica, remembering them for apply."""
@@ -150,6 +151,12 @@ class StreamMachine:
 
     def sync(self) -> None:
         self.store.sync()
+
+    def take_scrubbed(self) -> bool:
+        """Whether an erase or purge ran since the last call: the raft log then rewrites
+        itself at the next compaction, so the entries that carried the payloads go too."""
+        seen, self._scrubs_seen = self._scrubs_seen, self.store.scrubs
+        return self._scrubs_seen != seen
 
 
 class StoreCopy:

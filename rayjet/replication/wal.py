@@ -4,11 +4,21 @@ Every write (entries, hard state, snapshot, compaction) is first appended to the
 checksummed record, then applied to an in-memory :class:`MemoryLogStorage` that answers the
 core's reads. Opening the directory replays the WAL. ``sync()`` makes everything written so
 far durable; the replication driver calls it before sending messages that depend on it.
+``flush()`` hands the writes to the OS and, given a ``sync_interval``, also fsyncs once it
+has passed since the last fsync (``"always"`` or 0: every flush), as the stream store does,
+so a power loss costs at most the writes of the last interval; ``maybe_sync()`` does the
+same from a timer when no write comes. Without one only ``sync()`` fsyncs (the driver's
+rules: a new term or vote, snapshots, and every entry when it syncs always).
 
 Record: ``u32 length | u32 crc32(payload) | payload`` with payload = msgpack ``[kind, ...]``.
 A record cut short at the end of the file (a crash mid-write) is dropped; a complete record
 whose checksum fails is corruption and raises :class:`StoreCorruptionError`, because silently
 forgetting synced raft state could let this replica vote or acknowledge twice.
+
+With a :class:`RecordCipher` (the stream store's key) the payload is sealed (nonce, AEAD
+bound to the record's offset) and the length's top bit says so; the crc covers the sealed
+bytes, so torn writes are still told apart from a wrong key (``EncryptionKeyError``).
+``snapshot.bin`` is sealed the same way. A plain log opened with a key is rewritten sealed.
 """
 
 from __future__ import annotations
@@ -21,55 +31,78 @@ from pathlib import Path
 
 import msgpack
 
-from rayjet.errors import StoreCorruptionError
+from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
+from rayjet.errors import EncryptionKeyError, StoreCorruptionError
 from rayjet.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
 from rayjet.raft.storage import MemoryLogStorage
+from rayjet.storage.config import ALWAYS
+from rayjet.storage.crypto import RecordCipher
+from rayjet.storage.fsutil import fsync_dir, make_dirs
 
 _HEADER = struct.Struct("<II")
+_OFFSET = struct.Struct("<Q")
+_SEALED = 1 << 31  # length bit: the payload is sealed
 _APPEND, _HARD_STATE, _SNAPSHOT, _COMPACT = 1, 2, 3, 4  # record kinds: only add new numbers
 _SNAP_MAGIC = b"RJSNAP1\n"
+_SNAP_SEALED = b"RJSNAPE\n"
 
 
-def _encode_snapshot(snap: Snapshot) -> bytes:
+def _encode_snapshot(snap: Snapshot, cipher: RecordCipher | None) -> bytes:
     meta = snap.meta
     body = msgpack.packb([meta.index, meta.term, list(meta.conf_state.voters),
                           list(meta.conf_state.learners), snap.data], use_bin_type=True)
-    return _SNAP_MAGIC + _HEADER.pack(len(body), zlib.crc32(body)) + body
+    magic = _SNAP_MAGIC
+    if cipher is not None:
+        magic, body = _SNAP_SEALED, cipher.seal(body, _SNAP_SEALED)
+    return magic + _HEADER.pack(len(body), zlib.crc32(body)) + body
 
 
-def _decode_snapshot(raw: bytes, path: Path) -> Snapshot:
-    if not raw.startswith(_SNAP_MAGIC) or len(raw) < len(_SNAP_MAGIC) + _HEADER.size:
+def _decode_snapshot(raw: bytes, path: Path, cipher: RecordCipher | None) -> Snapshot:
+    magic = raw[:len(_SNAP_MAGIC)]
+    if magic not in (_SNAP_MAGIC, _SNAP_SEALED) or len(raw) < len(magic) + _HEADER.size:
         raise StoreCorruptionError(err=f"snapshot file {path} is not a rayjet snapshot")
-    length, crc = _HEADER.unpack_from(raw, len(_SNAP_MAGIC))
-    body = raw[len(_SNAP_MAGIC) + _HEADER.size:]
+    length, crc = _HEADER.unpack_from(raw, len(magic))
+    body = raw[len(magic) + _HEADER.size:]
     if len(body) != length or zlib.crc32(body) != crc:
         raise StoreCorruptionError(err=f"snapshot file {path} failed its checksum")
+    if magic == _SNAP_SEALED:
+        if cipher is None:
+            raise EncryptionKeyError(err=f"snapshot file {path} is encrypted: give its key")
+        body = cipher.open(body, _SNAP_SEALED)
     index, term, voters, learners, data = msgpack.unpackb(body, raw=False)
     return Snapshot(SnapshotMeta(index, term, ConfState(tuple(voters), tuple(learners))), data)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _interval_ns(sync_interval: float | str | None) -> int | None:
+    if sync_interval is None:
+        return None
+    return 0 if sync_interval == ALWAYS else round(float(sync_interval) * NANOS_PER_SECOND)
 
 
 class FileLogStorage:
     """Raft log storage in ``directory`` (``wal.log`` plus ``snapshot.bin``)."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, rewrite_bytes: int = 64 << 20):
+    def __init__(self, directory: str | os.PathLike[str], *, rewrite_bytes: int = 64 << 20,
+                 sync_interval: float | str | None = None, clock: Clock | None = None,
+                 cipher: RecordCipher | None = None):
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir)
         self._wal_path = self.dir / "wal.log"
         self._snap_path = self.dir / "snapshot.bin"
         self._rewrite_bytes = rewrite_bytes
+        self._interval_ns = _interval_ns(sync_interval)
+        self._clock = clock or SYSTEM_CLOCK
+        self._cipher = cipher
+        self._plain_seen = False  # a plain record or snapshot read while a cipher is set
         self._mem = MemoryLogStorage()
         self._replay()
         self._file = open(self._wal_path, "ab")  # noqa: SIM115 - kept open for appends
         self._size = self._file.tell()
         self._dirty = False
+        self._last_sync = self._clock.monotonic_ns()
+        self.sync_count = 0  # fsyncs of the WAL (tests read it)
+        if self._plain_seen:
+            self._seal_existing()
 
     # -- LogStorage (reads) -----------------------------------------------------------------
     def initial_state(self) -> tuple[HardState, ConfState]:
@@ -138,14 +171,29 @@ class FileLogStorage:
             self.set_hard_state(hard_state)
 
     def flush(self) -> None:
+        """Hand the writes to the OS; fsync them too when ``sync_interval`` has passed."""
         self._file.flush()
+        self.maybe_sync()
+
+    def maybe_sync(self) -> None:
+        """Fsync if there are unsynced writes and the interval has passed (for a timer)."""
+        if self._dirty and self._interval_ns is not None and \
+                self._clock.monotonic_ns() - self._last_sync >= self._interval_ns:
+            self.sync()
 
     def sync(self) -> None:
         """Make every write so far durable (fsync)."""
         if self._dirty:
             self._file.flush()
             os.fsync(self._file.fileno())
+            self.sync_count += 1
             self._dirty = False
+        self._last_sync = self._clock.monotonic_ns()
+
+    def rewrite(self) -> None:
+        """Rewrite the WAL with only its live state, so nothing compacted away stays readable
+        (after an erase or purge: the entries carrying the payloads are gone)."""
+        self._rewrite()
 
     def close(self) -> None:
         if not self._file.closed:
@@ -153,21 +201,35 @@ class FileLogStorage:
             self._file.close()
 
     # -- internals --------------------------------------------------------------------------
-    def _write(self, record: list) -> None:
+    def _frame(self, record: list, offset: int) -> bytes:
         payload = msgpack.packb(record, use_bin_type=True)
-        self._file.write(_HEADER.pack(len(payload), zlib.crc32(payload)))
-        self._file.write(payload)
-        self._size += _HEADER.size + len(payload)
+        length = len(payload)
+        if self._cipher is not None:
+            payload = self._cipher.seal(payload, _OFFSET.pack(offset))
+            length = len(payload) | _SEALED
+        return _HEADER.pack(length, zlib.crc32(payload)) + payload
+
+    def _write(self, record: list) -> None:
+        frame = self._frame(record, self._size)
+        self._file.write(frame)
+        self._size += len(frame)
         self._dirty = True
 
     def _save_snapshot_file(self, snap: Snapshot) -> None:
         tmp = self._snap_path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
-            f.write(_encode_snapshot(snap))
+            f.write(_encode_snapshot(snap, self._cipher))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._snap_path)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
+
+    def _seal_existing(self) -> None:
+        """A log written before its stream had a key: seal what is on disk now."""
+        snap = self._mem.snapshot()
+        if snap.meta.index > 0:
+            self._save_snapshot_file(snap)
+        self._rewrite()
 
     def _rewrite(self) -> None:
         """Write a fresh WAL holding only live state, then swap it in atomically."""
@@ -180,21 +242,24 @@ class FileLogStorage:
         if live:
             records.append([_APPEND, [[e.term, e.index, int(e.type), e.data] for e in live]])
         with open(tmp, "wb") as f:
+            offset = 0
             for record in records:
-                payload = msgpack.packb(record, use_bin_type=True)
-                f.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+                frame = self._frame(record, offset)
+                f.write(frame)
+                offset += len(frame)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._wal_path)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         self._file = open(self._wal_path, "ab")  # noqa: SIM115
         self._size = self._file.tell()
         self._dirty = False
 
     def _replay(self) -> None:
         if self._snap_path.exists():
-            snap = _decode_snapshot(self._snap_path.read_bytes(), self._snap_path)
-            self._mem.apply_snapshot(snap)
+            raw = self._snap_path.read_bytes()
+            self._plain_seen = self._cipher is not None and raw.startswith(_SNAP_MAGIC)
+            self._mem.apply_snapshot(_decode_snapshot(raw, self._snap_path, self._cipher))
         if not self._wal_path.exists():
             return
         raw = self._wal_path.read_bytes()
@@ -203,13 +268,14 @@ class FileLogStorage:
             if end - pos < _HEADER.size:
                 break  # torn header at the tail
             length, crc = _HEADER.unpack_from(raw, pos)
-            body_end = pos + _HEADER.size + length
+            body_end = pos + _HEADER.size + (length & ~_SEALED)
             if body_end > end:
                 break  # torn record at the tail
             payload = raw[pos + _HEADER.size:body_end]
             if zlib.crc32(payload) != crc:
                 raise StoreCorruptionError(
                     err=f"raft log {self._wal_path} record at byte {pos} failed its checksum")
+            payload = self._open_payload(payload, bool(length & _SEALED), pos)
             self._replay_record(msgpack.unpackb(payload, raw=False))
             pos = body_end
         if pos < end:
@@ -217,6 +283,15 @@ class FileLogStorage:
                 f.truncate(pos)
                 f.flush()
                 os.fsync(f.fileno())
+
+    def _open_payload(self, payload: bytes, sealed: bool, pos: int) -> bytes:
+        if sealed:
+            if self._cipher is None:
+                raise EncryptionKeyError(err=f"raft log {self._wal_path} is encrypted: give its key")
+            return self._cipher.open(payload, _OFFSET.pack(pos))
+        if self._cipher is not None:
+            self._plain_seen = True
+        return payload
 
     def _replay_record(self, record: list) -> None:
         kind = record[0]
@@ -252,7 +327,13 @@ class MemoryLog(MemoryLogStorage):
     def flush(self) -> None:
         pass
 
+    def maybe_sync(self) -> None:
+        pass
+
     def sync(self) -> None:
+        pass
+
+    def rewrite(self) -> None:
         pass
 
     def close(self) -> None:

@@ -60,6 +60,9 @@ class BaseStore:
         self._closed = False
         self._lost: list[int] = []
         self.marker_handler = None  # callable(subject, hdr) replacing the local marker write
+        # erases and purges so far: a log holding copies of the payloads reads it to know
+        # when to drop them
+        self.scrubs = 0
         self._apply_config(config)
 
     # -- config ------------------------------------------------------------------------------
@@ -462,16 +465,19 @@ class BaseStore:
         self._erase(seq)
         self._unindex(seq)
         self._commit()
+        self.scrubs += 1
         return True
 
     def purge(self) -> int:
         self._check_open()
+        self.scrubs += 1
         return self._compact(self._idx.last + 1)
 
     def purge_ex(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         """NATS PurgeEx: messages on ``subject`` (a filter) below ``seq`` (0 = all), keeping
         the newest ``keep``."""
         self._check_open()
+        self.scrubs += 1
         if seq == 1:
             return 0
         if not subject or subject == ">":

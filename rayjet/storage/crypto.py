@@ -9,6 +9,10 @@ data, so a record moved to another seq or a body from another key fails authenti
 The data key is BLAKE2b(key) so any non-empty secret works. A store remembers a check value
 made with its key: opening it with another key raises ``EncryptionKeyError`` instead of
 returning garbage.
+
+:class:`RecordCipher` seals whole records of files kept beside a store (the raft log and its
+snapshots) with the same secret under a separate derived key, so the two never share a
+nonce space.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ TAG_LEN = 16
 _CHECK_PLAIN = b"rayjet store key check v1"
 
 
-def _aead(key: bytes, cipher: str):
-    dk = hashlib.blake2b(key, digest_size=32, person=b"rayjet.store").digest()
+def _aead(key: bytes, cipher: str, person: bytes = b"rayjet.store"):
+    dk = hashlib.blake2b(key, digest_size=32, person=person).digest()
     return AESGCM(dk) if cipher == "aes-256-gcm" else ChaCha20Poly1305(dk)
 
 
@@ -39,6 +43,7 @@ class BodyCodec:
     def __init__(self, compress: bool, key: bytes | None, cipher: str) -> None:
         self.compress = compress
         self.cipher = cipher
+        self._key = key
         self._aead = _aead(key, cipher) if key else None
 
     @property
@@ -48,6 +53,10 @@ class BodyCodec:
     @property
     def transforms(self) -> bool:
         return self.compress or self._aead is not None
+
+    def record_cipher(self) -> RecordCipher | None:
+        """A cipher for files kept beside the store, or None when it is not encrypted."""
+        return RecordCipher(self._key, self.cipher) if self._aead is not None else None
 
     def key_check(self) -> bytes:
         nonce = os.urandom(NONCE_LEN)
@@ -93,4 +102,25 @@ class BodyCodec:
         return body
 
 
-__all__ = ["BodyCodec"]
+class RecordCipher:
+    """Seals whole records: a fresh nonce, then the AEAD of the record bound to ``aad``."""
+
+    overhead = NONCE_LEN + TAG_LEN
+
+    def __init__(self, key: bytes, cipher: str) -> None:
+        self._aead = _aead(key, cipher, b"rayjet.raftlog")
+
+    def seal(self, plain: bytes, aad: bytes) -> bytes:
+        nonce = os.urandom(NONCE_LEN)
+        return nonce + self._aead.encrypt(nonce, plain, aad)
+
+    def open(self, sealed: bytes, aad: bytes) -> bytes:
+        """The plain record; a record that does not authenticate was sealed with another
+        key (callers check a crc first, so torn or flipped bytes never reach here)."""
+        try:
+            return self._aead.decrypt(bytes(sealed[:NONCE_LEN]), bytes(sealed[NONCE_LEN:]), aad)
+        except InvalidTag:
+            raise EncryptionKeyError(err="record does not decrypt with this key") from None
+
+
+__all__ = ["BodyCodec", "RecordCipher"]

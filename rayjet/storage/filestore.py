@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from collections.abc import Callable
 from itertools import accumulate
 from operator import add as _plus
 
@@ -24,7 +25,8 @@ from rayjet.storage import record as rec
 from rayjet.storage.base import BaseStore
 from rayjet.storage.block import Block, list_blocks
 from rayjet.storage.config import StoreConfig
-from rayjet.storage.crypto import BodyCodec
+from rayjet.storage.crypto import BodyCodec, RecordCipher
+from rayjet.storage.fsutil import fsync_dir, make_dirs
 from rayjet.storage.protocol import StoredMsg
 from rayjet.storage.recovery import cut_offset, load_index, replay, save_index
 
@@ -68,7 +70,7 @@ class FileStore(BaseStore):
             raise InvalidConfigError("FileStore needs storage='file'")
         super().__init__(config, clock)
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         self._codec = self._open_meta(config)
         self._blocks: dict[int, Block] = {}
         self._active: Block | None = None
@@ -80,6 +82,9 @@ class FileStore(BaseStore):
         # (block, start, end) of regions recovery found damaged (torn tail or failed checksum)
         self.damage: list[tuple[int, int, int]] = []
         self.sync_count = 0  # fsync calls made (tests and benchmarks read it)
+        # called before the store fsyncs: a write-ahead log the store is rebuilt from must
+        # be durable first, or a delete could survive power loss when its log entry did not
+        self.before_sync: Callable[[], None] | None = None
         self._last_sync = self.clock.monotonic_ns()
         self._recover()
 
@@ -108,7 +113,13 @@ class FileStore(BaseStore):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(self.directory)
         return codec
+
+    def record_cipher(self) -> RecordCipher | None:
+        """A cipher keyed like this store for the files kept beside it (a raft log), or None
+        when the store is not encrypted."""
+        return self._codec.record_cipher()
 
     def update_config(self, cfg: StoreConfig) -> None:
         cfg = cfg.with_env_key()
@@ -257,17 +268,15 @@ class FileStore(BaseStore):
                     self._fsync_all()
 
     def _fsync_all(self) -> None:
+        if self.before_sync is not None and (self._dirty or self._dir_dirty):
+            self.before_sync()
         for blk in self._dirty:
             if blk.fd >= 0:
                 blk.fsync()
                 self.sync_count += 1
         self._dirty.clear()
         if self._dir_dirty:
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_dir(self.directory)
             self._dir_dirty = False
         self._last_sync = self.clock.monotonic_ns()
 

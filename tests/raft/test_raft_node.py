@@ -311,3 +311,21 @@ def test_config_validation() -> None:
         Config("a", election_tick=1, heartbeat_tick=1).validate()
     with pytest.raises(RaftError):
         Config("").validate()
+
+
+def test_a_follower_claiming_more_log_than_the_leader_does_not_break_it() -> None:
+    """After every replica lost power, a follower may hold entries the new leader lost;
+    its answers must not move the leader's view of it past the leader's own log."""
+    c = Cluster(3)
+    c.elect("n1")
+    c.nodes["n1"].propose(b"a")
+    c.stabilize()
+    raft = c.nodes["n1"].raft
+    last, term = raft.log.last_index(), raft.term
+    for reject in (False, True):
+        raft.step(Message(MessageType.APP_RESP, "n1", "n2", term, index=last + 10,
+                          reject=reject, reject_hint=last + 10))
+        assert raft.prs["n2"].match <= last and raft.prs["n2"].next <= last + 1
+    c.nodes["n1"].propose(b"b")
+    c.stabilize()
+    assert c.applied["n2"] == [b"a", b"b"]

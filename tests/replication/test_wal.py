@@ -3,9 +3,11 @@ import random
 
 import pytest
 
-from rayjet.errors import StoreCorruptionError
+from rayjet.clock import ManualClock
+from rayjet.errors import EncryptionKeyError, StoreCorruptionError
 from rayjet.raft.messages import ConfState, Entry, HardState
 from rayjet.replication.wal import FileLogStorage
+from rayjet.storage.crypto import RecordCipher
 
 
 def ents(lo, hi, term=1):
@@ -112,3 +114,132 @@ def test_sync_is_needed_only_after_writes(tmp_path, monkeypatch):
     log.sync()
     log.sync()
     assert len(calls) == 1  # one fsync covers the whole batch
+
+
+def counting_fsync(monkeypatch):
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    return calls
+
+
+def test_flush_syncs_the_first_write_after_the_interval(tmp_path, monkeypatch):
+    clock = ManualClock()
+    log = FileLogStorage(tmp_path, sync_interval=10, clock=clock)
+    calls = counting_fsync(monkeypatch)
+    log.append(ents(1, 1))
+    log.flush()
+    clock.advance(9.9)
+    log.append(ents(2, 2))
+    log.flush()
+    assert calls == []
+    clock.advance(0.1)
+    log.append(ents(3, 3))
+    log.flush()  # the interval has passed: this write and everything before it
+    assert len(calls) == 1 and log.sync_count == 1
+    log.append(ents(4, 4))
+    log.flush()
+    assert len(calls) == 1  # the interval starts again at the last fsync
+
+
+def test_maybe_sync_covers_an_idle_log(tmp_path, monkeypatch):
+    clock = ManualClock()
+    log = FileLogStorage(tmp_path, sync_interval=10, clock=clock)
+    calls = counting_fsync(monkeypatch)
+    log.maybe_sync()
+    clock.advance(20)
+    log.maybe_sync()
+    assert calls == []  # nothing written: nothing to sync
+    log.append(ents(1, 1))
+    log.flush()  # the interval passed before this write: synced at once
+    log.append(ents(2, 2))
+    log.flush()
+    assert len(calls) == 1
+    clock.advance(10)
+    log.maybe_sync()  # no write came: the timer syncs it
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("interval", ["always", 0])
+def test_always_syncs_every_flush(tmp_path, monkeypatch, interval):
+    log = FileLogStorage(tmp_path, sync_interval=interval, clock=ManualClock())
+    calls = counting_fsync(monkeypatch)
+    for i in range(1, 4):
+        log.append(ents(i, i))
+        log.flush()
+    assert len(calls) == 3
+
+
+SECRET = b"top-secret-payload"
+
+
+def cipher(key=b"k1"):
+    return RecordCipher(key, "chacha20-poly1305")
+
+
+def secret_log(path, c):
+    log = FileLogStorage(path, cipher=c)
+    log.save(HardState(term=1, vote="a", commit=3),
+             [Entry(term=1, index=i, data=SECRET + b"%d" % i) for i in range(1, 6)])
+    log.create_snapshot(3, ConfState(("a",)), SECRET + b"-snapshot")
+    log.compact(2)
+    log.close()
+
+
+def test_an_encrypted_log_holds_no_plaintext_and_reopens(tmp_path):
+    secret_log(tmp_path, cipher())
+    for f in tmp_path.iterdir():
+        assert SECRET not in f.read_bytes(), f
+    again = FileLogStorage(tmp_path, cipher=cipher())
+    assert [e.data for e in again.entries(4, 6)] == [SECRET + b"%d" % i for i in range(4, 6)]
+    assert again.snapshot().data == SECRET + b"-snapshot"
+    assert again.initial_state()[0] == HardState(term=1, vote="a", commit=3)
+
+
+@pytest.mark.parametrize("other", [None, b"k2"])
+def test_an_encrypted_log_needs_its_key(tmp_path, other):
+    secret_log(tmp_path, cipher())
+    with pytest.raises(EncryptionKeyError):
+        FileLogStorage(tmp_path, cipher=cipher(other) if other else None)
+    (tmp_path / "snapshot.bin").unlink()  # the WAL alone refuses too
+    with pytest.raises(EncryptionKeyError):
+        FileLogStorage(tmp_path, cipher=cipher(other) if other else None)
+
+
+def test_an_encrypted_torn_tail_is_dropped_not_a_key_error(tmp_path):
+    log = FileLogStorage(tmp_path / "src", cipher=cipher())
+    for i in range(1, 11):
+        log.append(ents(i, i))
+    log.close()
+    raw = (tmp_path / "src" / "wal.log").read_bytes()
+    for cut in range(len(raw) - 40, len(raw)):
+        d = tmp_path / f"cut{cut}"
+        d.mkdir()
+        (d / "wal.log").write_bytes(raw[:cut])
+        assert FileLogStorage(d, cipher=cipher()).last_index() == 9
+
+
+def test_a_plain_log_opened_with_a_key_is_sealed(tmp_path):
+    secret_log(tmp_path, None)
+    assert SECRET in (tmp_path / "wal.log").read_bytes()
+    again = FileLogStorage(tmp_path, cipher=cipher())
+    for f in tmp_path.iterdir():
+        assert SECRET not in f.read_bytes(), f
+    again.close()
+    reopened = FileLogStorage(tmp_path, cipher=cipher())
+    assert [e.data for e in reopened.entries(4, 6)] == [SECRET + b"%d" % i for i in range(4, 6)]
+    assert reopened.snapshot().data == SECRET + b"-snapshot"
+
+
+def test_rewrite_drops_compacted_entries_from_the_file(tmp_path):
+    log = FileLogStorage(tmp_path)
+    log.append([Entry(term=1, index=i, data=SECRET + b"%d" % i) for i in range(1, 6)])
+    log.create_snapshot(4, ConfState(("a",)), b"state")
+    log.compact(4)
+    log.flush()
+    assert SECRET + b"1" in (tmp_path / "wal.log").read_bytes()  # compaction alone keeps it
+    log.rewrite()
+    raw = (tmp_path / "wal.log").read_bytes()
+    assert SECRET + b"1" not in raw and SECRET + b"5" in raw
+    log.close()
+    assert [e.data for e in FileLogStorage(tmp_path).entries(5, 6)] == [SECRET + b"5"]
