@@ -657,7 +657,7 @@ class BaseStore:
             if kind != rec.K_MSG:
                 raise StoreCorruptionError(err=f"copied record at byte {off} is not a message")
             if seq > last:
-                subj, hdr, data = rec.split_body(rec.body_of(buf, off, length),
+                subj, hdr, data = rec.split_body(self._plain_body(buf, off, length, flags),
                                                  bool(flags & rec.F_HDR))
                 items.append((seq, ts, subj, hdr, data, 0))
                 last = seq
@@ -671,6 +671,13 @@ class BaseStore:
             added += len(items)
         self._commit()
         return added
+
+    def _plain_body(self, buf, off: int, length: int, flags: int) -> bytes:
+        """The plain body of a copied record (a store with a codec decodes its own)."""
+        if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
+            raise StoreCorruptionError(err="a copied record is compressed or encrypted, "
+                                           "which only a file store with the same key reads")
+        return rec.body_of(buf, off, length)
 
     def deleted_runs(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """Seqs in ``lo..hi`` (within first..last) that are not live, as (first, last) runs."""
