@@ -2,9 +2,9 @@
 
 After installing a state-only snapshot (or restarting without the messages its own snapshot
 covers) a replica's group applies nothing until the copy is done (see
-:mod:`rayjet.replication.stream_machine`). This task asks the leader for one chunk at a time
-(one outstanding call is the flow control: the leader never has more than a chunk in flight
-for us), then for the seal, and hands the group the leader's applied index. Raft traffic,
+:mod:`rayjet.replication.stream_machine`). This task asks the leader for chunks, the next
+one while it stores the last (two calls at most are in flight: the flow control), then
+for the seal, and hands the group the leader's applied index. Raft traffic,
 reads and every other call keep being served between chunks; a leader change or a failed
 call just sends the next request to whoever leads then.
 """
@@ -68,6 +68,7 @@ class StoreCopyTask:
         size = chunk_bytes()
         copy = StoreCopy(replica.machine, size)
         started = time.perf_counter()
+        ahead: tuple[int, Any] | None = None  # (from_seq, call) asked before it was needed
         while group.copying:
             leader = group.leader
             if leader is None or leader == replica.id:
@@ -77,8 +78,14 @@ class StoreCopyTask:
                 handle = await replica.host.send.handle(leader)
                 kind, arg = copy.next_request()
                 if kind == "chunk":
-                    records, next_seq, last = await asyncio.wait_for(
-                        handle.copy_chunk.remote(arg, size), CALL_TIMEOUT)
+                    call = ahead[1] if ahead and ahead[0] == arg else \
+                        handle.copy_chunk.remote(arg, size)
+                    ahead = None
+                    records, next_seq, last = await asyncio.wait_for(call, CALL_TIMEOUT)
+                    if next_seq <= last:
+                        # the leader reads the next chunk while we store this one: two
+                        # chunks at most are in flight
+                        ahead = (next_seq, handle.copy_chunk.remote(next_seq, size))
                     copy.on_chunk(records, next_seq, last)
                     self.stats["chunks"] += 1
                     self.stats["bytes"] += len(records)
@@ -93,6 +100,7 @@ class StoreCopyTask:
             except asyncio.CancelledError:
                 raise
             except (TimeoutError, RayError, APIError, LookupError, ValueError) as exc:
+                ahead = None
                 self.stats["retries"] += 1
                 log.info("store copy of %s waits: %s", replica.host.name, exc)
                 await asyncio.sleep(RETRY_AFTER)

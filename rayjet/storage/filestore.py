@@ -59,6 +59,37 @@ def _plain_frames(seqs, tss, sbs, hdrs, datas, lens) -> bytes:
     return b"".join(parts)
 
 
+def _parse_plain(buf, above: int) -> list[tuple]:
+    """(seq, ts, subject, hdr, length, offset) of each plain message record in ``buf``
+    whose seq is above ``above``, every record's checksum verified first."""
+    view = memoryview(buf)
+    unpack, u32 = rec._MSG_HEAD.unpack_from, rec._U32.unpack_from
+    hpack, crc32, adler32 = rec._HASH.pack, zlib.crc32, zlib.adler32
+    len_mask, transformed, f_hdr = rec.LEN_MASK, rec.F_COMPRESSED | rec.F_ENCRYPTED, rec.F_HDR
+    out: list[tuple] = []
+    off, end = 0, len(buf)
+    while off < end:
+        if end - off < rec.MIN_FRAME:
+            raise StoreCorruptionError(err=f"copied record at byte {off} is cut short")
+        lf, seq, ts, slen = unpack(buf, off)
+        n = lf & len_mask
+        tail = off + n - 8
+        if n < rec.MIN_FRAME or off + n > end or \
+                hpack(crc32(view[off:tail]), adler32(view[off:tail])) != view[tail:off + n]:
+            raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
+        if lf & transformed or seq > rec.SEQ_MASK:
+            raise StoreCorruptionError(err=f"copied record at byte {off} is not a plain message")
+        if seq > above:
+            at = off + 22 + slen
+            hdr = b""
+            if lf & f_hdr:
+                hdr = bytes(view[at + 4:at + 4 + u32(buf, at)[0]])
+            out.append((seq, ts, str(view[off + 22:at], "utf-8"), hdr, n, off))
+            above = seq
+        off += n
+    return out
+
+
 class FileStore(BaseStore):
     # aux arrays: location (block number << 40 | offset) and on-disk frame length
     _aux_kinds = ("Q", "I")
@@ -332,6 +363,51 @@ class FileStore(BaseStore):
         if run_end > run_start:
             parts.append(self._run(run_no, run_start, run_end))
         return b"".join(parts), (seq or idx.last + 1)
+
+    def import_records(self, buf) -> int:
+        """Plain records are written as they came (each checksum verified, no re-encoding)
+        and indexed from their headers; a store with a codec decodes and re-encodes."""
+        if self._codec.transforms:
+            return super().import_records(buf)
+        self._check_open()
+        recs = _parse_plain(buf, self._idx.last)
+        if recs:
+            self._write_copied(buf, recs)
+        self._commit()
+        return len(recs)
+
+    def _write_copied(self, buf, recs: list[tuple]) -> None:
+        view = memoryview(buf)
+        limit = self.config.block_size
+        blk, wbuf = self._active, self._wbuf
+        pos = blk.size + len(wbuf)
+        seg = recs[0][5]
+        locs: list[int] = []
+        for seq, _ts, _subject, _hdr, n, off in recs:
+            if pos + n > limit and pos:
+                wbuf += view[seg:off]
+                blk.max_seq = max(blk.max_seq, seq - 1)
+                self._roll()
+                blk, wbuf, pos, seg = self._active, self._wbuf, 0, off
+            locs.append((blk.no << _OFF_BITS) | pos)
+            pos += n
+        last = recs[-1]
+        wbuf += view[seg:last[5] + last[4]]
+        blk.max_seq = max(blk.max_seq, last[0])
+        idx = self._idx
+        i = 0
+        while i < len(recs):  # the index takes runs of consecutive seqs at once
+            j = i + 1
+            while j < len(recs) and recs[j][0] == recs[j - 1][0] + 1:
+                j += 1
+            run = recs[i:j]
+            lens = [r[4] for r in run]
+            idx.add_many([r[0] for r in run], [r[1] for r in run], [r[2] for r in run],
+                         lens, [locs[i:j], lens])
+            i = j
+        for seq, ts, _subject, hdr, _n, _off in recs:
+            if hdr and b"Nats-TTL" in hdr:
+                self._track_ttl(seq, ts, self._ttl_of(hdr, 0))
 
     def _run(self, no: int, start: int, end: int) -> bytes:
         blk = self._blocks.get(no)
