@@ -19,6 +19,7 @@ import numpy as np
 from rayjet.subjects import FWC, is_literal, subject_matches
 
 _CHUNK = 4096
+_EMPTY_Q = array("Q")
 
 
 class SubjectSeqs:
@@ -26,8 +27,10 @@ class SubjectSeqs:
 
     __slots__ = ("head", "seqs")
 
-    def __init__(self) -> None:
-        self.seqs = array("Q")
+    def __init__(self, raw: bytes = b"") -> None:
+        self.seqs = _EMPTY_Q.__copy__()  # several times faster than array("Q")
+        if raw:
+            self.seqs.frombytes(raw)
         self.head = 0
 
     def count(self) -> int:
@@ -173,15 +176,11 @@ class Index:
         by_subject = (live[np.argsort(sid, kind="stable")] + first).astype(np.uint64)
         raw = by_subject.tobytes()
         ends = np.cumsum(np.bincount(sid, minlength=len(ids))).tolist()
-        start = 0
-        for k, gid in enumerate(ids.tolist()):
-            name = names[gid]
-            ss = SubjectSeqs()
-            ss.seqs.frombytes(raw[8 * start:8 * ends[k]])
-            start = ends[k]
-            self.subj_names.append(name)
-            self.subj_seqs.append(ss)
-            self.subj_ids[name] = k
+        starts = [0, *ends[:-1]]
+        subjects = [names[g] for g in ids.tolist()]
+        self.subj_names.extend(subjects)
+        self.subj_ids.update(zip(subjects, range(len(subjects))))
+        self.subj_seqs.extend([SubjectSeqs(raw[8 * a:8 * e]) for a, e in zip(starts, ends)])
         return sid
 
     # -- subjects ----------------------------------------------------------------------------
