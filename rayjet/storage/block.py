@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from rayjet.storage import record as rec
 
 SUFFIX = ".blk"
+INDEX_SUFFIX = ".idx"
 
 
 def block_name(no: int) -> str:
@@ -18,11 +19,12 @@ def block_name(no: int) -> str:
 class Block:
     """One block file. ``max_seq`` is the highest seq any frame in it (or before it) names."""
 
-    __slots__ = ("fd", "max_seq", "no", "path", "size")
+    __slots__ = ("fd", "index_path", "max_seq", "no", "path", "size")
 
     def __init__(self, directory: str, no: int, create: bool = False) -> None:
         self.no = no
         self.path = os.path.join(directory, block_name(no))
+        self.index_path = self.path[:-len(SUFFIX)] + INDEX_SUFFIX
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -41,6 +43,10 @@ class Block:
     def read_all(self) -> bytes:
         return os.pread(self.fd, self.size, 0) if self.size else b""
 
+    def tail(self, end: int) -> bytes:
+        """The 8 bytes before ``end``: the hash of the frame ending there."""
+        return os.pread(self.fd, 8, end - 8) if end >= 8 else b""
+
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fd, size)
         self.size = size
@@ -55,8 +61,16 @@ class Block:
 
     def unlink(self) -> None:
         self.close()
+        self.unlink_index()
         try:
             os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def unlink_index(self) -> None:
+        """Drop the block's index file (its content no longer describes the block)."""
+        try:
+            os.unlink(self.index_path)
         except FileNotFoundError:
             pass
 
@@ -97,10 +111,11 @@ def _valid_at(buf, off: int) -> int:
     return length if rec.check(buf, off, length) else 0
 
 
-def scan(buf) -> Iterator[Frame | Damage]:
-    """The frames of a block in order; damaged regions come out as :class:`Damage` and the
-    scan resynchronises on the next offset holding a frame with a valid hash."""
-    off, end = 0, len(buf)
+def scan(buf, start: int = 0) -> Iterator[Frame | Damage]:
+    """The frames of a block from ``start`` in order; damaged regions come out as
+    :class:`Damage` and the scan resynchronises on the next offset holding a frame with a
+    valid hash."""
+    off, end = start, len(buf)
     while off < end:
         length = _valid_at(buf, off)
         if length:
@@ -119,4 +134,4 @@ def scan(buf) -> Iterator[Frame | Damage]:
         off = nxt
 
 
-__all__ = ["Block", "Damage", "Frame", "block_name", "list_blocks", "scan"]
+__all__ = ["INDEX_SUFFIX", "Block", "Damage", "Frame", "block_name", "list_blocks", "scan"]

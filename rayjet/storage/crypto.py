@@ -85,6 +85,19 @@ class BodyCodec:
             return rec.seal(head, nonce + self._aead.encrypt(nonce, body, head))
         return rec.encode_frame(flags, seq_kind, ts, body)
 
+    def seal_blob(self, data: bytes, aad: bytes) -> bytes:
+        """``data`` encrypted with the store key (index files of an encrypted store)."""
+        nonce = os.urandom(NONCE_LEN)
+        return nonce + self._aead.encrypt(nonce, data, aad)
+
+    def open_blob(self, blob: bytes, aad: bytes) -> bytes:
+        if self._aead is None:
+            raise EncryptionKeyError(err="index file is encrypted and no key was given")
+        try:
+            return self._aead.decrypt(blob[:NONCE_LEN], blob[NONCE_LEN:], aad)
+        except InvalidTag:
+            raise EncryptionKeyError(err="index file does not decrypt with this key") from None
+
     def decode(self, flags: int, head: bytes, body: bytes) -> bytes:
         """The plain body of a stored frame."""
         if flags & rec.F_ENCRYPTED:

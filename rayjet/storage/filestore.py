@@ -4,8 +4,12 @@ Every write call appends its records (and the control records that say what it r
 to the active block with one ``pwrite``, so a killed process loses nothing that was
 acknowledged; ``sync_interval`` decides when that reaches the disk with ``fsync``
 ("always": before the call returns; otherwise the first write after the interval has
-passed on the injected clock, or :meth:`sync`). Reopening replays the blocks in order to
-rebuild the index (or loads the index file a clean :meth:`close` left), drops a torn tail
+passed on the injected clock, or :meth:`sync`).
+
+When the store rolls to a new block it writes the sealed block's index file and a
+checkpoint of the index state (so does :meth:`close`, for the active block too). Reopening,
+after a clean close or a crash, loads those and replays only the frames written after the
+checkpoint; without a usable checkpoint it replays every block. Replay drops a torn tail
 and reports records that fail their checksum in ``StoreState.lost``.
 """
 
@@ -18,20 +22,24 @@ from collections.abc import Callable
 from itertools import accumulate
 from operator import add as _plus
 
+import numpy as np
+
 from rayjet.api.enums import StorageType, StoreCompression
 from rayjet.clock import NANOS_PER_SECOND, Clock
 from rayjet.errors import EncryptionKeyError, InvalidConfigError, StoreCorruptionError
+from rayjet.storage import checkpoint as ckp
 from rayjet.storage import record as rec
 from rayjet.storage.base import BaseStore
-from rayjet.storage.block import Block, list_blocks
+from rayjet.storage.block import INDEX_SUFFIX, Block, list_blocks
+from rayjet.storage.blockindex import Table, empty_cols, frames_table, write_table
 from rayjet.storage.config import StoreConfig
 from rayjet.storage.crypto import BodyCodec, RecordCipher
 from rayjet.storage.fsutil import fsync_dir, make_dirs
 from rayjet.storage.protocol import StoredMsg
-from rayjet.storage.recovery import cut_offset, load_index, replay, save_index
+from rayjet.storage.recovery import cut_offset, load_checkpoint, replay
 
 META = "meta.json"
-INDEX = "index.dat"
+LEGACY_INDEX = "index.dat"  # the clean-close index of earlier versions: not read any more
 _OFF_BITS = 40
 _OFF_MASK = (1 << _OFF_BITS) - 1
 _add30 = (30).__add__
@@ -117,6 +125,13 @@ class FileStore(BaseStore):
         # be durable first, or a delete could survive power loss when its log entry did not
         self.before_sync: Callable[[], None] | None = None
         self._last_sync = self.clock.monotonic_ns()
+        self._seal: list[Block] = []  # sealed blocks whose index file is still to write
+        self._ckpt_due = False
+        self._idx_hash: dict[int, bytes] = {}  # block no -> hash of its valid index file
+        self._ttl_log: dict[int, list] = {}  # block no -> [seq, ts, ttl] of Nats-TTL headers
+        # what reopening did: blocks whose index file was used, blocks (or tails) decoded
+        self.recovery = {"checkpoint": 0, "blocks_loaded": 0, "blocks_replayed": 0,
+                         "frames_replayed": 0}
         self._recover()
 
     # -- meta and codec ----------------------------------------------------------------------
@@ -164,27 +179,47 @@ class FileStore(BaseStore):
         numbers = list_blocks(self.directory)
         for no in numbers:
             self._blocks[no] = Block(self.directory, no)
-        index_path = os.path.join(self.directory, INDEX)
-        loaded = numbers and load_index(self, index_path)
-        if os.path.exists(index_path):
-            # only a clean close leaves a trustworthy index; never reuse it after more writes
-            os.unlink(index_path)
-        if not loaded:
-            replay(self)
+        self._drop_stray_files(set(numbers))
+        if numbers:
+            if load_checkpoint(self):
+                self.recovery["checkpoint"] = 1
+            else:
+                replay(self)
         if self._blocks:
             self._active = self._blocks[max(self._blocks)]
         else:
             self._roll()
+        self._after_recovery()
         self._floor = self._idx.first
         # the config may be tighter than the one the blocks were written under
         self._enforce_per_subject_all()
         self._enforce_limits()
         self._commit()
 
+    def _drop_stray_files(self, numbers: set[int]) -> None:
+        for name in os.listdir(self.directory):
+            stem = name[:-len(INDEX_SUFFIX)]
+            if name == LEGACY_INDEX or (
+                    name.endswith(INDEX_SUFFIX) and stem.isdigit() and int(stem) not in numbers):
+                os.unlink(os.path.join(self.directory, name))
+
+    def _after_recovery(self) -> None:
+        """Index the blocks recovery had to decode, so the next reopen need not."""
+        active = self._active
+        self._seal = [b for no, b in sorted(self._blocks.items())
+                      if b is not active and no not in self._idx_hash]
+        self._ttl_log = {no: log for no, log in self._ttl_log.items()
+                         if no == active.no or no not in self._idx_hash}
+        if self._seal or self.recovery["frames_replayed"]:
+            self._ckpt_due = True
+
     # -- writing -----------------------------------------------------------------------------
     def _roll(self) -> None:
         if self._wbuf:
             self._write_out()
+        if self._active is not None:
+            self._seal.append(self._active)
+        self._ckpt_due = True
         no = (self._active.no + 1) if self._active else (max(self._blocks, default=0) + 1)
         prev_max = self._active.max_seq if self._active else 0
         blk = Block(self.directory, no, create=True)
@@ -200,6 +235,20 @@ class FileStore(BaseStore):
         self._dirty.add(blk)
 
     def _persist_cols(self, seqs, tss, subjects, hdrs, datas) -> list:
+        cols = self._write_cols(seqs, tss, subjects, hdrs, datas)
+        if any(hdrs):
+            self._log_ttls(seqs, tss, hdrs, cols[0])
+        return cols
+
+    def _log_ttls(self, seqs, tss, hdrs, locs) -> None:
+        """Remember Nats-TTL header values per block: its index file keeps them."""
+        for seq, ts, hdr, loc in zip(seqs, tss, hdrs, locs):
+            if hdr and b"Nats-TTL" in hdr:
+                ttl = self._ttl_of(hdr, 0)
+                if ttl:
+                    self._ttl_log.setdefault(loc >> _OFF_BITS, []).append([seq, ts, ttl])
+
+    def _write_cols(self, seqs, tss, subjects, hdrs, datas) -> list:
         blk, wbuf = self._active, self._wbuf
         pos = blk.size + len(wbuf)
         if not self._codec.transforms:
@@ -286,9 +335,11 @@ class FileStore(BaseStore):
             for blk in self._unlink:
                 self._blocks.pop(blk.no, None)
                 self._dirty.discard(blk)
+                self._forget_index(blk.no)
                 blk.unlink()
             self._unlink.clear()
             self._dir_dirty = True
+            self._ckpt_due = True
         if self._dirty or self._dir_dirty:
             if self.config.sync_always:
                 self._fsync_all()
@@ -297,6 +348,71 @@ class FileStore(BaseStore):
                 if interval == 0 or self.clock.monotonic_ns() - self._last_sync >= \
                         interval * NANOS_PER_SECOND:
                     self._fsync_all()
+        if self._ckpt_due:
+            self._checkpoint()
+
+    # -- index files and checkpoint ----------------------------------------------------------
+    def _checkpoint(self, active_too: bool = False) -> None:
+        """Index the sealed blocks, then record the index state as of the blocks' end."""
+        seal = [b for b in self._seal if self._blocks.get(b.no) is b and b is not self._active]
+        if active_too:
+            seal.append(self._active)
+        try:
+            for blk in seal:
+                self._write_index(blk)
+            ckp.write(os.path.join(self.directory, ckp.NAME), self._state_checkpoint())
+        except OSError:
+            return  # an optimisation only: the blocks hold everything, reopening replays
+        self._seal.clear()
+        self._ckpt_due = False
+
+    def _write_index(self, blk: Block) -> None:
+        table = self._ram_table(blk)
+        self._idx_hash[blk.no] = write_table(blk.index_path, table, blk.tail(blk.size),
+                                             self._codec)
+        if blk is not self._active:
+            self._ttl_log.pop(blk.no, None)
+
+    def _ram_table(self, blk: Block) -> Table:
+        """The live messages of ``blk`` from the in-RAM index (deleted ones are left out:
+        any checkpoint that trusts this file says they are deleted)."""
+        idx = self._idx
+        prev = self._blocks.get(blk.no - 1)
+        lo = max(idx.base, prev.max_seq + 1 if prev is not None else 0)
+        i0, i1 = lo - idx.base, min(len(idx.size), min(blk.max_seq, idx.last) - idx.base + 1)
+        if i1 <= i0:
+            return Table(blk.no, blk.size, empty_cols(), [])
+        size = np.frombuffer(idx.size, np.uint32)[i0:i1]
+        loc = np.frombuffer(idx.aux[0], np.uint64)[i0:i1]
+        pos = np.flatnonzero((size != 0) & ((loc >> np.uint64(_OFF_BITS)) == blk.no))
+        names, lsid = np.unique(np.frombuffer(idx.sid, np.uint32)[i0:i1][pos],
+                                return_inverse=True)
+        cols = {"seq": (pos + lo).astype(np.uint64),
+                "ts": np.frombuffer(idx.ts, np.int64)[i0:i1][pos],
+                "size": size[pos],
+                "off": (loc[pos] & np.uint64(_OFF_MASK)).astype(np.uint32),
+                "flen": np.frombuffer(idx.aux[1], np.uint32)[i0:i1][pos],
+                "lsid": lsid.astype(np.uint32)}
+        ttls = [e for e in self._ttl_log.get(blk.no, ()) if idx.live(e[0])]
+        return Table(blk.no, blk.size, cols, [idx.subj_names[s] for s in names.tolist()], ttls)
+
+    def _state_checkpoint(self) -> ckp.Checkpoint:
+        idx = self._idx
+        if idx.msgs:
+            size = np.frombuffer(idx.size, np.uint32)[idx.first - idx.base:idx.last - idx.base + 1]
+            starts, lens = ckp.dead_runs(size, idx.first)
+            del size
+        else:
+            starts, lens = ckp.dead_runs(np.zeros(0, np.uint32), idx.first)
+        blocks = [[b.no, b.size, b.max_seq, self._idx_hash[b.no].hex() if b.no in self._idx_hash
+                   else ""] for _no, b in sorted(self._blocks.items())]
+        active = self._active
+        return ckp.Checkpoint(blocks, active.tail(active.size).hex(), idx.first, idx.last,
+                              idx.last_ts, idx.msgs, idx.bytes, list(self._lost), starts, lens)
+
+    def _forget_index(self, no: int) -> None:
+        self._idx_hash.pop(no, None)
+        self._ttl_log.pop(no, None)
 
     def _fsync_all(self) -> None:
         if self.before_sync is not None and (self._dirty or self._dir_dirty):
@@ -445,9 +561,13 @@ class FileStore(BaseStore):
 
     def _wipe(self) -> None:
         self._wbuf.clear()
+        ckp.remove(os.path.join(self.directory, ckp.NAME))
         for blk in list(self._blocks.values()):
             blk.unlink()
         self._blocks.clear()
+        self._idx_hash.clear()
+        self._ttl_log.clear()
+        self._seal.clear()
         self._dirty.clear()
         self._active = None
         self._roll()
@@ -463,12 +583,23 @@ class FileStore(BaseStore):
         cut = next((b for b in ordered if b.max_seq > seq), None)
         if cut is None:
             return
+        # index files and the checkpoint describe what is about to be cut: drop them first
+        ckp.remove(os.path.join(self.directory, ckp.NAME))
+        self._ckpt_due = True
+        self._seal = [b for b in self._seal if b.no < cut.no]
+        cut.unlink_index()
+        cut_log = self._ttl_log.get(cut.no)
         for blk in ordered:
+            if blk.no >= cut.no:
+                self._forget_index(blk.no)
             if blk.no > cut.no:
                 self._blocks.pop(blk.no)
                 self._dirty.discard(blk)
                 blk.unlink()
-        cut.truncate(cut_offset(cut.read_all(), seq))
+        buf = cut.read_all()
+        end = cut_offset(buf, seq)
+        self._ttl_log[cut.no] = self._ttls_up_to(cut, buf, end, seq, cut_log)
+        cut.truncate(end)
         cut.max_seq = seq
         self._active = cut
         self._dirty.add(cut)
@@ -479,6 +610,14 @@ class FileStore(BaseStore):
         deleted = idx.deleted()
         self._removed = deleted
         self._append_ctl(rec.K_LAST, seq)
+
+    def _ttls_up_to(self, blk: Block, buf, end: int, seq: int, log) -> list:
+        """The TTL log of a cut block: from memory while it was the active one, else (its
+        index file is gone) from its frames."""
+        if log is not None:
+            return [e for e in log if e[0] <= seq]
+        decoded = frames_table(buf[:end], 0, blk.no, self._codec, self._ttl_of)
+        return decoded[0].ttls if decoded is not None else []
 
     # -- lifecycle ---------------------------------------------------------------------------
     def flush(self) -> None:
@@ -496,7 +635,7 @@ class FileStore(BaseStore):
         if self._wbuf:
             self._write_out()
         self._fsync_all()
-        save_index(self, os.path.join(self.directory, INDEX))
+        self._checkpoint(active_too=True)
         for blk in self._blocks.values():
             blk.close()
         self._closed = True

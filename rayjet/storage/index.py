@@ -19,6 +19,7 @@ import numpy as np
 from rayjet.subjects import FWC, is_literal, subject_matches
 
 _CHUNK = 4096
+_EMPTY_Q = array("Q")
 
 
 class SubjectSeqs:
@@ -26,8 +27,10 @@ class SubjectSeqs:
 
     __slots__ = ("head", "seqs")
 
-    def __init__(self) -> None:
-        self.seqs = array("Q")
+    def __init__(self, raw: bytes = b"") -> None:
+        self.seqs = _EMPTY_Q.__copy__()  # several times faster than array("Q")
+        if raw:
+            self.seqs.frombytes(raw)
         self.head = 0
 
     def count(self) -> int:
@@ -74,6 +77,28 @@ def _extend_blank(container, n: int) -> None:
         container.extend(repeat(None, n))
 
 
+def _scatter(n: int, pos: np.ndarray, values: np.ndarray, dtype) -> np.ndarray:
+    out = np.zeros(n, dtype)
+    out[pos] = values
+    return out
+
+
+def _dead_mask(n: int, first: int, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Positions 0..n-1 (seq first + i) inside a dead run."""
+    lo = np.clip(starts.astype(np.int64) - first, 0, n)
+    hi = np.clip(starts.astype(np.int64) + lens.astype(np.int64) - first, 0, n)
+    delta = np.zeros(n + 1, np.int64)
+    np.add.at(delta, lo, 1)
+    np.add.at(delta, hi, -1)
+    return np.cumsum(delta[:n]) > 0
+
+
+def _to_array(kind: str, values: np.ndarray) -> array:
+    out = array(kind)
+    out.frombytes(np.ascontiguousarray(values, np.dtype(kind)).tobytes())
+    return out
+
+
 class Index:
     """Which seqs are live, their ts, size, subject, and the per-subject arrays."""
 
@@ -105,6 +130,58 @@ class Index:
         self.subj_seqs.clear()
         self._free.clear()
         self._match_cache.clear()
+
+    def load(self, first: int, last: int, last_ts: int, cols: dict, names: list[str],
+             dead: tuple[np.ndarray, np.ndarray]) -> None:
+        """Fill the index at once from numpy columns (reopening from a checkpoint).
+
+        ``cols`` has ``seq`` (ascending), ``ts``, ``size``, ``sid`` (an index into ``names``)
+        and ``aux0``.. for the aux arrays; seqs first..last that are not in ``seq`` or fall in
+        the ``dead`` runs (starts, lengths) are deleted.
+        """
+        self.reset(first, last, last_ts)
+        n = last - first + 1
+        if n <= 0:
+            return
+        seqs = cols["seq"]
+        keep = (seqs >= first) & (seqs <= last)
+        pos = (seqs[keep] - np.uint64(first)).astype(np.intp)
+        size = _scatter(n, pos, cols["size"][keep], np.uint32)
+        size[_dead_mask(n, first, *dead)] = 0
+        live = np.flatnonzero(size)
+        sid = self._load_subjects(live, _scatter(n, pos, cols["sid"][keep], np.uint32)[live],
+                                  names, first)
+        full_sid = np.zeros(n, np.uint32)
+        full_sid[live] = sid
+        self.size = _to_array("I", size)
+        self.sid = _to_array("I", full_sid)
+        self.ts = _to_array("q", _scatter(n, pos, cols["ts"][keep], np.int64))
+        for i, kind in enumerate(self._aux_kinds):
+            col = _scatter(n, pos, cols[f"aux{i}"][keep], np.dtype(kind))
+            self.aux[i] = _to_array(kind, col)
+        self.msgs = len(live)
+        self.bytes = int(size.sum(dtype=np.uint64))
+
+    def _load_subjects(self, live: np.ndarray, gsid: np.ndarray, names: list[str],
+                       first: int) -> np.ndarray:
+        """Build the per-subject arrays of the live positions ``live`` (subject ``gsid``
+        each) with bulk sorts; returns the subject id of each live position."""
+        if not len(live):
+            return gsid
+        uniq, first_at = np.unique(gsid, return_index=True)
+        ids = uniq[np.argsort(first_at, kind="stable")]  # subjects in order of first use
+        lut = np.zeros(int(uniq[-1]) + 1, np.uint32)
+        lut[ids] = np.arange(len(ids), dtype=np.uint32)
+        sid = lut[gsid]
+        by_subject = (live[np.argsort(sid, kind="stable")] + first).astype(np.uint64)
+        raw = by_subject.tobytes()
+        ends = np.cumsum(np.bincount(sid, minlength=len(ids))).tolist()
+        starts = [0, *ends[:-1]]
+        subjects = [names[g] for g in ids.tolist()]
+        self.subj_names.extend(subjects)
+        self.subj_ids.update(zip(subjects, range(len(subjects))))
+        self.subj_seqs.extend([SubjectSeqs(raw[8 * a:8 * e]) for a, e in zip(starts, ends)])
+        return sid
 
     # -- subjects ----------------------------------------------------------------------------
     def _subject_id(self, subject: str) -> int:

@@ -1,4 +1,5 @@
-"""Rebuilding a FileStore's index: replaying the blocks, or loading the index file.
+"""Rebuilding a FileStore's index: from the latest checkpoint plus the frames after it,
+or by replaying every block.
 
 Replay applies frames in write order, exactly as the live store applied them, so a
 reopened store reports the same state. Damaged regions are skipped; the seqs they must
@@ -9,23 +10,21 @@ the last block is cut off so new records follow the last complete one.
 from __future__ import annotations
 
 import heapq
-import json
 import os
-import struct
-from array import array
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rayjet.errors import APIError, EncryptionKeyError
+from rayjet.storage import checkpoint as ckp
 from rayjet.storage import record as rec
-from rayjet.storage.block import Damage, scan
-from rayjet.storage.index import SubjectSeqs
+from rayjet.storage.block import Block, Damage, scan
+from rayjet.storage.blockindex import Table, frames_table, read_table
 
 if TYPE_CHECKING:
     from rayjet.storage.filestore import FileStore
 
 _OFF_BITS = 40
-_MAGIC = b"RJIDX001"
-_LEN = struct.Struct("<Q")
 
 
 def frame_top(buf, f) -> int:
@@ -37,14 +36,23 @@ def frame_top(buf, f) -> int:
     return f.seq
 
 
-def replay(store: FileStore) -> None:
+def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
+    """Apply the frames from block ``start[0]`` offset ``start[1]`` on (all by default)."""
     idx, codec = store._idx, store._codec
-    numbers = sorted(store._blocks)
+    numbers = sorted(n for n in store._blocks if n >= start[0])
+    stats = store.recovery
     damaged = False
     for no in numbers:
         blk = store._blocks[no]
         buf = blk.read_all()
-        for f in scan(buf):
+        skip = start[1] if no == start[0] else 0
+        if skip >= len(buf):
+            continue
+        stats["blocks_replayed"] += 1
+        if not skip:
+            store._ttl_log[no] = []
+        for f in scan(buf, skip):
+            stats["frames_replayed"] += 1
             if isinstance(f, Damage):
                 damaged = True
                 store.damage.append((no, f.offset, f.end))
@@ -65,7 +73,12 @@ def replay(store: FileStore) -> None:
             else:
                 _apply_control(store, buf, f, top)
         blk.max_seq = idx.last
-    # drop TTL bookkeeping of seqs later frames removed
+    _settle_ttls(store)
+
+
+def _settle_ttls(store: FileStore) -> None:
+    """Drop TTL bookkeeping of seqs later frames removed."""
+    idx = store._idx
     store._ttl_exp = {s: e for s, e in store._ttl_exp.items() if idx.live(s)}
     store._ttl_heap = [(e, s) for s, e in store._ttl_exp.items()]
     heapq.heapify(store._ttl_heap)
@@ -90,7 +103,10 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
     size = rec.record_size(len(subject.encode()), len(hdr), len(data))
     idx.add(f.seq, f.ts, subject, size, ((no << _OFF_BITS) | f.offset, f.length))
     if hdr and b"Nats-TTL" in hdr:
-        store._track_ttl(f.seq, f.ts, store._ttl_of(hdr, 0))
+        ttl = store._ttl_of(hdr, 0)
+        store._track_ttl(f.seq, f.ts, ttl)
+        if ttl:
+            store._ttl_log.setdefault(no, []).append([f.seq, f.ts, ttl])
 
 
 def _apply_control(store: FileStore, buf, f, top: int) -> None:
@@ -117,84 +133,123 @@ def cut_offset(buf, seq: int) -> int:
     return len(buf)
 
 
-# -- the index file --------------------------------------------------------------------------
-def _arrays(store: FileStore) -> list[array]:
-    idx = store._idx
-    return [idx.ts, idx.size, idx.sid, idx.aux[0], idx.aux[1]]
 
 
-def save_index(store: FileStore, path: str) -> None:
-    idx = store._idx
-    head = {
-        "blocks": [[b.no, b.size, b.max_seq] for b in sorted(store._blocks.values(),
-                                                             key=lambda b: b.no)],
-        "base": idx.base, "first": idx.first, "last": idx.last, "last_ts": idx.last_ts,
-        "msgs": idx.msgs, "bytes": idx.bytes, "subjects": idx.subj_names,
-        "ttl": [[s, e] for s, e in store._ttl_exp.items()], "never": sorted(store._never),
-        "lost": store._lost,
-    }
-    raw = json.dumps(head).encode()
-    parts = [_MAGIC, _LEN.pack(len(raw)), raw]
-    for arr in _arrays(store):
-        data = arr.tobytes()
-        parts += [_LEN.pack(len(data)), data]
-    body = b"".join(parts)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(body + rec.frame_hash(body))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+# -- reopening from a checkpoint -------------------------------------------------------------
+def load_checkpoint(store: FileStore) -> bool:
+    """Load what the latest checkpoint describes, then replay only the frames after it.
 
-
-def load_index(store: FileStore, path: str) -> bool:
-    """Load the index a clean close left; False when missing, damaged or stale."""
-    try:
-        with open(path, "rb") as f:
-            buf = f.read()
-    except OSError:
+    False (and the store left empty) when the checkpoint is missing, damaged or does not
+    match the blocks on disk: the caller replays everything then.
+    """
+    ck = ckp.read(os.path.join(store.directory, ckp.NAME))
+    if ck is None or not ck.blocks:
         return False
-    if len(buf) < 24 or buf[:8] != _MAGIC or rec.frame_hash(memoryview(buf)[:-8]) != buf[-8:]:
+    tables = _tables(store, ck)
+    if tables is None or not _apply(store, ck, tables):
+        _forget(store)
         return False
-    try:
-        (n,) = _LEN.unpack_from(buf, 8)
-        head = json.loads(buf[16:16 + n])
-        on_disk = sorted((b.no, b.size) for b in store._blocks.values())
-        if on_disk != [(no, size) for no, size, _m in head["blocks"]]:
-            return False
-        pos = 16 + n
-        idx = store._idx
-        idx.reset(head["first"], head["last"], head["last_ts"])
-        arrays = _arrays(store)
-        for arr in arrays:
-            (k,) = _LEN.unpack_from(buf, pos)
-            arr.frombytes(buf[pos + 8:pos + 8 + k])
-            pos += 8 + k
-    except (ValueError, KeyError, struct.error):
-        store._idx.reset(1, 0, 0)
-        return False
-    idx.base, idx.msgs, idx.bytes = head["base"], head["msgs"], head["bytes"]
-    for no, _size, max_seq in head["blocks"]:
-        store._blocks[no].max_seq = max_seq
-    names = head["subjects"]
-    idx.subj_names.extend(names)
-    for sid, name in enumerate(names):
-        if name is None:
-            idx.subj_seqs.append(None)
-            idx._free.append(sid)
-        else:
-            idx.subj_seqs.append(SubjectSeqs())
-            idx.subj_ids[name] = sid
-    seqs, base = idx.subj_seqs, idx.base
-    for i, (size, sid) in enumerate(zip(idx.size, idx.sid)):
-        if size:
-            seqs[sid].seqs.append(base + i)
-    store._ttl_exp = {s: e for s, e in head["ttl"]}
-    store._ttl_heap = [(e, s) for s, e in head["ttl"]]
-    heapq.heapify(store._ttl_heap)
-    store._never = set(head["never"])
-    store._lost = list(head["lost"])
+    replay(store, (ck.blocks[-1][0], ck.blocks[-1][1]))
     return True
 
 
-__all__ = ["cut_offset", "load_index", "replay", "save_index"]
+def _tables(store: FileStore, ck: ckp.Checkpoint) -> list[Table] | None:
+    """The message tables of every block prefix the checkpoint covers, or None."""
+    blocks = store._blocks
+    last_no, last_size = ck.blocks[-1][0], ck.blocks[-1][1]
+    listed = {b[0] for b in ck.blocks}
+    if any(no < last_no and no not in listed for no in blocks):
+        return None
+    tables: list[Table] = []
+    for no, size, max_seq, digest in ck.blocks:
+        blk = blocks.get(no)
+        if blk is None:
+            if max_seq < ck.first:
+                continue  # compacted away: it held nothing live
+            return None
+        if blk.size < size or (no != last_no and blk.size != size):
+            return None
+        blk.max_seq = max_seq
+        if max_seq < ck.first:
+            continue
+        got = _block_tables(store, blk, size, digest)
+        if got is None:
+            return None
+        tables += got
+    last = blocks.get(last_no)
+    if last is not None and last.tail(last_size).hex() != ck.tail:
+        return None  # the checkpoint is from before the block was cut or rewritten
+    return tables
+
+
+def _block_tables(store: FileStore, blk: Block, size: int, digest: str) -> list[Table] | None:
+    """The table of ``blk[:size]``: its index file where the checkpoint trusted it and it
+    still matches the block, the remaining frames decoded."""
+    stats = store.recovery
+    parts: list[Table] = []
+    covered = 0
+    got = read_table(blk.index_path, store._codec) if digest else None
+    if got is not None:
+        table, tail, file_hash = got
+        if file_hash.hex() == digest and table.no == blk.no and table.covered <= size \
+                and blk.tail(table.covered) == tail:
+            parts.append(table)
+            covered = table.covered
+            store._idx_hash[blk.no] = file_hash
+    if covered < size:
+        buf = os.pread(blk.fd, size - covered, covered)
+        decoded = frames_table(buf, covered, blk.no, store._codec, store._ttl_of)
+        if decoded is None:
+            return None
+        parts.append(decoded[0])
+        stats["blocks_replayed"] += 1
+        stats["frames_replayed"] += decoded[1]
+    else:
+        stats["blocks_loaded"] += 1
+    return parts
+
+
+def _apply(store: FileStore, ck: ckp.Checkpoint, tables: list[Table]) -> bool:
+    """Fill the index from the tables and the checkpoint; False when they disagree."""
+    ids: dict[str, int] = {}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("seq", "ts", "size", "sid",
+                                                          "aux0", "aux1")}
+    for t in tables:
+        c = t.cols
+        lut = np.array([ids.setdefault(n, len(ids)) for n in t.names], np.uint32)
+        parts["seq"].append(c["seq"])
+        parts["ts"].append(c["ts"])
+        parts["size"].append(c["size"])
+        parts["sid"].append(lut[c["lsid"]] if len(lut) else c["lsid"])
+        parts["aux0"].append(np.uint64(t.no << _OFF_BITS) | c["off"].astype(np.uint64))
+        parts["aux1"].append(c["flen"])
+    cols = {k: np.concatenate(v) if v else np.zeros(0, np.uint64) for k, v in parts.items()}
+    seqs = cols["seq"]
+    if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):
+        return False
+    idx = store._idx
+    idx.load(ck.first, ck.last, ck.last_ts, cols, list(ids), (ck.dead_starts, ck.dead_lens))
+    if idx.msgs != ck.msgs or idx.bytes != ck.bytes or (idx.msgs and not idx.live(ck.first)):
+        return False
+    store._lost = list(ck.lost)
+    for t in tables:
+        for seq, ts, ttl in t.ttls:
+            store._track_ttl(seq, ts, ttl)
+        store._ttl_log.setdefault(t.no, []).extend(t.ttls)
+    return True
+
+
+def _forget(store: FileStore) -> None:
+    """Undo a partial load before a full replay."""
+    store._idx.reset(1, 0, 0)
+    store._ttl_exp.clear()
+    store._ttl_heap.clear()
+    store._never.clear()
+    store._lost = []
+    store._ttl_log.clear()
+    store._idx_hash.clear()
+    for key in store.recovery:
+        store.recovery[key] = 0
+
+
+__all__ = ["cut_offset", "load_checkpoint", "replay"]

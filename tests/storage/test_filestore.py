@@ -45,9 +45,10 @@ def test_block_rollover_and_reopen(tmp_path, clock):
     assert all(p.stat().st_size <= 1024 for p in blocks(tmp_path))
     before, msgs = s.state(), all_msgs(s)
     s.close()
-    assert (tmp_path / "index.dat").exists()
+    assert (tmp_path / "checkpoint.dat").exists()
+    assert len(list(tmp_path.glob("*.idx"))) == len(blocks(tmp_path))
     s = open_store(tmp_path, clock, block_size=1024)
-    assert not (tmp_path / "index.dat").exists()  # used once, then rebuilt from blocks
+    assert s.recovery["checkpoint"] and s.recovery["frames_replayed"] == 0  # nothing decoded
     assert s.state() == before and all_msgs(s) == msgs
     assert s.load_last_msg("s.3").data == b"p" * 40 + b"199"
     s.close()
@@ -75,7 +76,7 @@ def test_index_rebuilt_when_missing_or_stale(tmp_path, clock, damage):
         s.store_msg(f"k.{i % 5}", b"", b"v%d" % i)
     s.remove_msg(10)
     s.close()
-    idx = tmp_path / "index.dat"
+    idx = tmp_path / "checkpoint.dat"
     if damage == "missing":
         idx.unlink()
     elif damage == "stale":
@@ -147,7 +148,7 @@ def test_encryption_at_rest(tmp_path, clock):
         open_store(tmp_path, clock, encryption_key=b"wrong")
     with pytest.raises(EncryptionKeyError):
         open_store(tmp_path, clock)
-    (tmp_path / "index.dat").unlink(missing_ok=True)
+    (tmp_path / "checkpoint.dat").unlink(missing_ok=True)
     s = open_store(tmp_path, clock, encryption_key=b"k1")
     assert s.load_msg(1).data == b"TOP-SECRET-PAYLOAD"
     with pytest.raises(InvalidConfigError):
