@@ -521,9 +521,12 @@ class FileStore(BaseStore):
             idx.add_many([r[0] for r in run], [r[1] for r in run], [r[2] for r in run],
                          lens, [locs[i:j], lens])
             i = j
-        for seq, ts, _subject, hdr, _n, _off in recs:
-            if hdr and b"Nats-TTL" in hdr:
-                self._track_ttl(seq, ts, self._ttl_of(hdr, 0))
+        ttls = [(r, loc) for r, loc in zip(recs, locs) if r[3] and b"Nats-TTL" in r[3]]
+        for (seq, ts, _subject, hdr, _n, _off), _loc in ttls:
+            self._track_ttl(seq, ts, self._ttl_of(hdr, 0))
+        if ttls:  # the blocks' index files keep them
+            self._log_ttls([r[0] for r, _ in ttls], [r[1] for r, _ in ttls],
+                           [r[3] for r, _ in ttls], [loc for _, loc in ttls])
 
     def _run(self, no: int, start: int, end: int) -> bytes:
         blk = self._blocks.get(no)

@@ -194,8 +194,12 @@ def test_an_interval_keeps_what_was_acknowledged_an_interval_before(tmp_path, di
     assert torn or any(n > 0 for n in lost.values())  # the last interval's writes did go
     old = [a for a in cluster.acks if a.at <= lost_at - INTERVAL - ROUND]
     assert len(old) > 40
-    assert missing(cluster, old) == []
-    assert_replicas_agree(cluster)
+    assert missing(cluster, old) == []  # every replica holds them, with the same data
+    if not torn or len(names) == 1:
+        assert_replicas_agree(cluster)
+    # A torn loss may keep, on one replica only, unsynced log entries of the last interval
+    # that it had applied: raft cannot take an applied entry back, so replicas can differ
+    # in that interval (the limit the README states; "always" has no such window).
 
 
 def test_a_log_without_the_interval_loses_more(tmp_path, disk):
