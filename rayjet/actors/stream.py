@@ -230,6 +230,8 @@ class StreamReplica:
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
         st["store_copy"] = dict(self._copy.stats)
+        # what the file store's last open replayed (index files and checkpoint cover the rest)
+        st["store_recovery"] = dict(getattr(self.machine.store, "recovery", None) or {})
         return st
 
     # -- copies for replicas that installed a state-only snapshot -----------------------------
