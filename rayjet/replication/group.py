@@ -86,8 +86,9 @@ class GroupOptions:
     heartbeat_tick: int = 1
     sync_always: bool = False  # fsync entries before acknowledging them
     snapshot_every: int = 8192  # applied entries between compactions
-    snapshot_bytes: int = 64 << 20  # or applied entry bytes, whichever comes first: the
-    # raft log keeps its entries since the last compaction in memory
+    snapshot_bytes: int = 16 << 20  # or applied entry bytes, whichever comes first: the
+    # raft log keeps its entries since the last compaction in memory, and a restart
+    # applies them again (16 MB of 128-byte messages: about a second)
     max_size_per_msg: int = 8 << 20
     max_inflight_msgs: int = 64
     notify_commit: bool = True  # see rayjet.raft.Config.notify_commit
