@@ -48,6 +48,11 @@ class Config:
     # followers apply a little later.
     notify_commit: bool = True
     check_quorum: bool = True
+    # Quiescence: a leader whose log has not grown for this many ticks, with every member
+    # holding its last entry and everything applied, tells its followers to stop ticking and
+    # stops itself (0: never). Any proposal or message wakes a quiet node; the application
+    # reports dead peers (``report_peer_down``) since a quiet follower notices no silence.
+    quiesce_after: int = 0
     pre_vote: bool = True
     rng: Rng | None = None
     mutations: frozenset[str] = field(default_factory=frozenset)

@@ -141,11 +141,12 @@ class Message:
     reject_hint: int = 0
     snapshot: Snapshot | None = None
     context: bytes = b""
+    quiesce: bool = False  # a heartbeat telling an up-to-date follower to stop ticking
 
     def __reduce__(self):
         return (_message, (int(self.type), self.to, self.frm, self.term, self.log_term,
                            self.index, self.entries, self.commit, self.reject,
-                           self.reject_hint, self.snapshot, self.context))
+                           self.reject_hint, self.snapshot, self.context, self.quiesce))
 
     def describe(self) -> str:
         parts = [f"{self.frm}->{self.to} {_NAMES[self.type]} Term:{self.term}"]
@@ -167,6 +168,8 @@ class Message:
             parts.append(f"Snapshot:{s.term}/{s.index} {describe_conf(s.conf_state)}")
         if self.context:
             parts.append(f"Context:{self.context.decode(errors='replace')}")
+        if self.quiesce:
+            parts.append("Quiesce")
         return " ".join(parts)
 
 

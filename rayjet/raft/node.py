@@ -67,6 +67,9 @@ class Raft:
         # the application turns this off while its state machine is not usable (a replica
         # copying its state from a peer): such a node votes but never stands for election
         self.campaign_allowed = True
+        self.quiet = False  # quiescent: ticks do nothing until something wakes it
+        self._idle_ticks = 0  # leader: ticks since its log last grew
+        self._idle_mark = 0
 
         hs, cs = storage.initial_state()
         self._set_conf_state(cs)
@@ -157,8 +160,12 @@ class Raft:
 
     # -- ticking -------------------------------------------------------------------------------
     def tick(self) -> None:
+        if self.quiet:
+            return
         if self.role == Role.LEADER:
             self._tick_heartbeat()
+            if self.cfg.quiesce_after and self.role == Role.LEADER:
+                self._maybe_quiesce()
         else:
             self.election_elapsed += 1
             if self.promotable() and self.election_elapsed >= self.randomized_election_timeout:
@@ -186,6 +193,48 @@ class Raft:
             self.heartbeat_elapsed = 0
             self.bcast_heartbeat()
 
+    # -- quiescence ------------------------------------------------------------------------------
+    def _maybe_quiesce(self) -> None:
+        last = self.log.last_index()
+        if last != self._idle_mark:
+            self._idle_mark, self._idle_ticks = last, 0
+            return
+        self._idle_ticks += 1
+        if (self._idle_ticks < self.cfg.quiesce_after or self.log.committed != last
+                or self.log.applied != last or self.lead_transferee is not None
+                or self.pending_reads or self.read_only.last_pending_ctx()
+                or self.pending_conf_index > self.log.applied
+                or any(pr.match != last for nid, pr in self.prs.items() if nid != self.id)):
+            return
+        for nid in self.prs:
+            if nid != self.id:
+                # the heartbeat carries the commit index: followers learn it as they go quiet
+                self._send(MT.HEARTBEAT, nid, commit=last, quiesce=True)
+        self.quiet = True
+
+    def wake(self) -> None:
+        """Leave quiescence: tick again, from a fresh election timeout (and, as leader,
+        with every member counted active, so check-quorum does not depose it at once)."""
+        if not self.quiet:
+            return
+        self.quiet = False
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self._idle_ticks = 0
+        if self.role == Role.LEADER:
+            for pr in self.prs.values():
+                pr.recent_active = True
+
+    def report_peer_down(self, nid: str) -> None:
+        """The application saw ``nid``'s process die. A follower of it wakes, forgets it
+        as leader (so it grants votes) and campaigns within one election timeout, staggered
+        by its randomized timeout."""
+        if nid != self.lead or self.role == Role.LEADER or nid == self.id:
+            return
+        self.wake()
+        self.lead = None
+        self.election_elapsed = max(self.election_elapsed, self.cfg.election_tick)
+
     def _quorum_active(self) -> bool:
         active = 0
         for nid in self.voters:
@@ -199,6 +248,7 @@ class Raft:
 
     # -- elections -------------------------------------------------------------------------------
     def hup(self, transfer: bool = False) -> None:
+        self.wake()
         if self.role == Role.LEADER or not self.promotable():
             return
         if self._has_unapplied_conf_change():
@@ -250,6 +300,9 @@ class Raft:
 
     # -- the message entry point ---------------------------------------------------------------
     def step(self, m: Message) -> None:
+        if self.quiet and not (m.type == MT.HEARTBEAT and m.quiesce) and not (
+                m.type == MT.HEARTBEAT_RESP and not m.reject):
+            self.wake()
         if m.term > self.term:
             if m.type in (MT.VOTE, MT.PRE_VOTE):
                 in_lease = (self.cfg.check_quorum and self.lead is not None
@@ -335,6 +388,9 @@ class Raft:
                            reject_hint=last)
                 return
             self.log.commit_to(m.commit)
+            if m.quiesce and self.log.committed == last == m.commit:
+                self.quiet = True  # we hold the leader's last entry: nothing to answer
+                return
             self._send(MT.HEARTBEAT_RESP, m.frm, context=m.context)
         else:
             self._handle_snapshot(m)
@@ -517,12 +573,14 @@ class Raft:
             raise ProposalDroppedError(f"{self.id} is no longer a member")
 
     def propose(self, datas: list[bytes]) -> int:
+        self.wake()
         self._check_can_propose()
         last = self._append([Entry(0, 0, d) for d in datas])
         self._bcast_pending = True
         return last
 
     def propose_conf_change(self, cc: ConfChange) -> int:
+        self.wake()
         self._check_can_propose()
         if self.pending_conf_index > self.log.applied:
             raise ProposalDroppedError(
@@ -613,6 +671,7 @@ class Raft:
             self.send_append(to)
 
     def transfer_leader(self, to: str) -> None:
+        self.wake()
         if self.role != Role.LEADER:
             raise ProposalDroppedError(f"{self.id} is not the leader", self.lead)
         if to == self.id or to == self.lead_transferee:
@@ -628,6 +687,7 @@ class Raft:
             self.send_append(to)
 
     def read_index(self, ctx: bytes) -> None:
+        self.wake()
         if self.role != Role.LEADER:
             raise ProposalDroppedError(f"{self.id} is not the leader", self.lead)
         if not ctx:

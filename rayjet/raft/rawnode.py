@@ -112,6 +112,16 @@ class RawNode:
         """
         self.raft.read_index(bytes(ctx))
 
+    def report_peer_down(self, peer: str) -> None:
+        """``peer``'s process died (the application's failure detector says so). A quiet
+        follower notices no missing heartbeats: this is how it learns its leader is gone."""
+        self.raft.report_peer_down(peer)
+
+    @property
+    def quiet(self) -> bool:
+        """Quiescent: ticking does nothing until a proposal or a message wakes it."""
+        return self.raft.quiet
+
     def report_unreachable(self, peer: str) -> None:
         """The transport failed to deliver to ``peer``: stop streaming to it, probe instead."""
         self.raft.report_unreachable(peer)

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{total.proposals} proposals, {total.crashes} crashes, {total.partitions} partitions, "
           f"{total.snapshots_sent} snapshots sent, {total.conf_changes} membership changes, "
           f"{total.transfers} transfers, {total.reads} reads checked, {total.messages} messages "
-          f"({total.dropped} lost)")
+          f"({total.dropped} lost), {total.quiet_ticks} node-ticks quiescent")
     for r in failures:
         print(f"FAILED seed {r.seed} ({r.phase} phase, tick {r.tick}): {r.error}")
         print(f"  replay: python -m rayjet.sim --seed {r.seed} --trace"

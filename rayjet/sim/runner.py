@@ -87,6 +87,7 @@ class Stats:
     messages: int = 0
     dropped: int = 0
     liveness_ticks: int = 0
+    quiet_ticks: int = 0  # node-ticks spent quiescent
 
     def add(self, other: Stats) -> None:
         for k in self.__dataclass_fields__:
@@ -116,6 +117,11 @@ class Simulation:
         self.p = Params.draw(self.rng)
         # drawn apart from the main stream so every seed keeps its schedule
         self.notify_commit = random.Random(f"{seed}/notify_commit").random() < 0.5
+        # half the seeds run quiescent groups: idle leaders and followers stop ticking, and
+        # a crash is reported to the survivors as Ray reports an actor's death
+        self.quiesce_after = random.Random(f"{seed}/quiesce").choice((0, 3))
+        self._idle_rng = random.Random(f"{seed}/idle")
+        self._idle_until = 0
         self.checker = Checker()
         self.network = Network(self.rng, self.p.faults)
         self.stats = Stats()
@@ -129,7 +135,8 @@ class Simulation:
         for node in self.nodes.values():
             node.start(self.checker)
         self._snap_reports: list[tuple[str, str, bool]] = []
-        self._log(f"seed {seed}: {self.p} notify_commit={self.notify_commit}")
+        self._log(f"seed {seed}: {self.p} notify_commit={self.notify_commit} "
+                  f"quiesce_after={self.quiesce_after}")
 
     def _config(self, nid: str, incarnation: int, applied: int) -> Config:
         p = self.p
@@ -138,6 +145,7 @@ class Simulation:
                       max_entries_per_msg=p.max_entries_per_msg,
                       max_inflight_msgs=p.max_inflight, check_quorum=p.check_quorum,
                       pre_vote=p.pre_vote, notify_commit=self.notify_commit,
+                      quiesce_after=self.quiesce_after,
                       rng=random.Random(f"{self.seed}/{nid}/{incarnation}"),
                       mutations=self.mutations)
 
@@ -192,6 +200,7 @@ class Simulation:
             if node.alive:
                 if chaos and self.rng.random() < 0.03:
                     continue  # a slow clock: this node misses a tick
+                self.stats.quiet_ticks += node.rn.quiet
                 node.rn.tick()
                 self._after(node)
         self._deliver()
@@ -280,6 +289,13 @@ class Simulation:
 
     def _workload(self) -> None:
         rng = self.rng
+        if self.quiesce_after:
+            # idle stretches, so groups go quiet and faults hit quiet groups too (drawn from
+            # a stream of their own: the other seeds keep their schedules)
+            if self.now >= self._idle_until and self._idle_rng.random() < 0.03:
+                self._idle_until = self.now + self._idle_rng.randint(10, 40)
+            if self.now < self._idle_until:
+                return
         if rng.random() < 0.3 and self.phase == "chaos":
             leader = self._leader()
             alive = self._alive()
@@ -353,6 +369,10 @@ class Simulation:
                     self._send(m)
         how = node.crash(rng)
         self._log(f"CRASH {node.id} ({where}): {how}")
+        if self.quiesce_after:
+            for other in self._alive():  # the failure detector quiet groups rely on
+                other.rn.report_peer_down(node.id)
+                self._after(other)
 
     def _restart(self, node: SimNode) -> None:
         node.start(self.checker)
