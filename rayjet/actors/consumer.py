@@ -177,7 +177,7 @@ class ConsumerReplica:
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
                               options=actor_group_options(sync_always=not memory))
         send = PeerSender(lambda peer: consumer_actor_name(group, peer))
-        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
+        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"{self.stream_name}>{name}/{replica_id}",
                              metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
         self.host.on_output.append(self._on_output)
@@ -651,6 +651,11 @@ class ConsumerReplica:
     async def ping(self) -> str:
         self._ensure_started()
         return self.id
+
+    async def hold(self) -> None:
+        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
+        self._ensure_started()
+        await self.host.until_stopped()
 
     async def status(self) -> dict[str, Any]:
         self._ensure_started()

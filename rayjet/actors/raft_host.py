@@ -4,6 +4,12 @@ One event loop is the mailbox: every input (peer messages, ticks, proposals) cha
 group synchronously and is followed by ``pump``, which does the I/O the group asks for.
 Nothing awaits in the middle of a state transition. Proposers await a future that the
 apply of their entry resolves.
+
+A quiescent group (idle, see ``rayjet.raft.Config.quiesce_after``) does not tick: the loop
+waits until an input wakes the group. A quiet follower keeps one call open on its leader's
+actor (``watch``, e.g. a ``hold`` method that returns only when that actor stops); the call
+fails when Ray reports the actor dead, and the follower then campaigns at once. That call
+is the only cost of an idle group: no ticks, no heartbeats.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rayjet.actors.metrics import EVERY as METRICS_EVERY
@@ -26,6 +32,7 @@ from rayjet.replication import GroupOptions, Output, ReplicaGroup
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, list[Message]], None]
+Watch = Callable[[str], Awaitable[object]]  # returns (or raises) once the peer is gone
 
 # Ticks are 50 ms: elections after 10-20 ticks (0.5-1 s); heartbeats every 3 ticks keep an idle
 # group's actor calls low while the leader still reaches followers several times per timeout.
@@ -37,6 +44,8 @@ ACTOR_NOTIFY_COMMIT = False
 # entries or bytes of them, whichever comes first (the environment of the Ray nodes sets them).
 COMPACT_ENTRIES_ENV = "RAYJET_RAFT_COMPACT_ENTRIES"
 COMPACT_BYTES_ENV = "RAYJET_RAFT_COMPACT_BYTES"
+# An idle group goes quiet after this many ticks without a new entry (1 s).
+QUIESCE_TICKS = 20
 
 
 def _positive_env(name: str, default: int) -> int:
@@ -57,7 +66,7 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
     """The raft options of a replica actor (stream or consumer)."""
     defaults = GroupOptions()
     return GroupOptions(sync_always=sync_always, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT,
+                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=QUIESCE_TICKS,
                         snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
                                                      defaults.snapshot_every),
                         snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,
@@ -66,9 +75,14 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
 
 class RaftHost:
     def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,
-                 name: str = "", metrics: RaftMetrics | None = None) -> None:
+                 name: str = "", metrics: RaftMetrics | None = None,
+                 watch: Watch | None = None) -> None:
         self.group = group
         self.send = send
+        self.watch = watch
+        self._woken = asyncio.Event()  # set by every pump that leaves the group awake
+        self._stopped = asyncio.Event()
+        self._watching: tuple[str, asyncio.Task] | None = None
         self.tick_seconds = tick_seconds
         self.name = name or group.id
         self.metrics = metrics
@@ -86,6 +100,10 @@ class RaftHost:
             self._task = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        self._stopped.set()
+        if self._watching is not None:
+            self._watching[1].cancel()
+            self._watching = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -97,6 +115,11 @@ class RaftHost:
         flush_every = max(1, round(METRICS_EVERY / self.tick_seconds))
         ticks = 0
         while True:
+            if self.group.quiet:
+                self._watch_leader()
+                self._woken.clear()
+                await self._woken.wait()
+                continue
             await asyncio.sleep(self.tick_seconds)
             try:
                 self.group.tick()
@@ -106,6 +129,35 @@ class RaftHost:
                     self.metrics.flush()
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
+
+    async def until_stopped(self) -> None:
+        """Return once this host stops (what a peer's ``watch`` call waits on)."""
+        await self._stopped.wait()
+
+    def _watch_leader(self) -> None:
+        leader = self.group.leader
+        if self.watch is None or leader is None or leader == self.group.id:
+            return
+        if self._watching is not None:
+            peer, task = self._watching
+            if peer == leader and not task.done():
+                return
+            task.cancel()
+        self._watching = (leader, asyncio.get_running_loop().create_task(self._watch(leader)))
+
+    async def _watch(self, peer: str) -> None:
+        try:
+            await self.watch(peer)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the call failing is the news
+            pass
+        if self._stopped.is_set():
+            return
+        if self.group.leader == peer:
+            log.info("%s: leader %s is gone; electing another", self.name, peer)
+            self.group.report_peer_down(peer)
+            self.pump()
 
     def _wait_for(self, index: int, term: int) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -261,6 +313,8 @@ class RaftHost:
                 group=self.name, outcome_unknown=True))
         for hook in self.on_output:
             hook(out)
+        if not self.group.quiet:
+            self._woken.set()
         return out
 
     def _fail_waiters(self, err: Exception) -> None:

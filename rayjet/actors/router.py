@@ -237,6 +237,12 @@ class PeerSender:
         waiting.append(messages)
         del waiting[:-self.MAX_WAITING]
 
+    async def watch(self, peer: str) -> None:
+        """Wait on the peer actor's ``hold`` call: it ends (or fails) when that actor stops
+        or dies, which is how a quiet raft follower learns its leader is gone."""
+        handle = await self.handle(peer)
+        await handle.hold.remote()
+
     async def handle(self, peer: str) -> Any:
         """The peer's actor handle (looked up off the event loop when not known yet)."""
         handle = self._handles.get(peer)

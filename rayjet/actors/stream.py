@@ -81,7 +81,7 @@ class StreamReplica:
         rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
                               options=actor_group_options(sync_always=sync == "always"))
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
-        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds,
+        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"{cfg.name}/{replica_id}",
                              metrics=RaftMetrics("stream", cfg.name))
         self.host.on_output.append(self._on_output)
@@ -217,6 +217,11 @@ class StreamReplica:
     async def ping(self) -> str:
         self._ensure_started()
         return self.id
+
+    async def hold(self) -> None:
+        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
+        self._ensure_started()
+        await self.host.until_stopped()
 
     async def leader_id(self) -> str | None:
         self._ensure_started()

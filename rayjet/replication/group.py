@@ -92,6 +92,7 @@ class GroupOptions:
     max_size_per_msg: int = 8 << 20
     max_inflight_msgs: int = 64
     notify_commit: bool = True  # see rayjet.raft.Config.notify_commit
+    quiesce_after: int = 0  # idle ticks before the group goes quiet (rayjet.raft.Config)
     seed: int | None = None
 
 
@@ -121,7 +122,8 @@ class ReplicaGroup:
             heartbeat_tick=self.opts.heartbeat_tick, applied=snap.meta.index,
             max_size_per_msg=self.opts.max_size_per_msg,
             max_inflight_msgs=self.opts.max_inflight_msgs,
-            notify_commit=self.opts.notify_commit, rng=rng), storage)
+            notify_commit=self.opts.notify_commit, quiesce_after=self.opts.quiesce_after,
+            rng=rng), storage)
         self.applied = snap.meta.index
         self._applied_bytes = 0  # entry data applied since the last compaction
         self._handed = snap.meta.index  # the last committed entry raft handed us
@@ -162,6 +164,13 @@ class ReplicaGroup:
 
     def report_snapshot(self, peer: str, ok: bool) -> None:
         self.node.report_snapshot(peer, ok)
+
+    def report_peer_down(self, peer: str) -> None:
+        self.node.report_peer_down(peer)
+
+    @property
+    def quiet(self) -> bool:
+        return self.node.quiet
 
     @property
     def is_leader(self) -> bool:
@@ -300,6 +309,6 @@ class ReplicaGroup:
         return {"id": st.id, "role": st.role.value, "term": st.term, "leader": st.lead,
                 "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
                 "first_index": self.storage.first_index(), "snapshot_index": self.snapshot_index,
-                "copying": self.copying,
+                "copying": self.copying, "quiet": self.quiet,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
                 "progress": st.progress}

@@ -1,0 +1,96 @@
+"""Idle stream groups go quiet (no ticks, no heartbeats); a quiet group still notices a dead
+leader (Ray reports the actor's death to the followers waiting on it) and wakes for any
+write."""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+from rayjet import StorageType
+from tests.cluster.test_faults import leader_id, replica_handles, wait_replicas_equal
+
+
+def statuses(js, name):
+    return {rid: ray.get(h.status.remote(), timeout=30)
+            for rid, h in replica_handles(js, name).items()}
+
+
+def wait_quiet(js, name, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        sts = statuses(js, name)
+        if all(st["quiet"] for st in sts.values()):
+            return sts
+        assert time.monotonic() < deadline, {r: (st["role"], st["quiet"]) for r, st in sts.items()}
+        time.sleep(0.2)
+
+
+def sent(sts):
+    return sum(st["transport"].get("sent", 0) for st in sts.values())
+
+
+def publish_retrying(js, subject, data, msg_id, timeout=60):
+    """Publish with a Nats-Msg-Id until acked (a leader change in between is retried)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return js.publish(subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=10)
+        except Exception:  # noqa: BLE001 - electing: try again
+            assert time.monotonic() < deadline, "no leader took the publish"
+            time.sleep(0.1)
+
+
+def test_an_idle_group_goes_quiet_and_sends_nothing(js, stream_name, drop_new_streams):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    for i in range(5):
+        js.publish(f"{name}.a", b"%d" % i)
+    before = wait_quiet(js, name)
+    time.sleep(2.0)  # forty ticks of an awake group: heartbeats would have gone out
+    after = statuses(js, name)
+    assert sent(after) == sent(before)
+    assert all(st["quiet"] for st in after.values())
+    # a write wakes it, commits on every replica, and the group goes quiet again
+    ack = js.publish(f"{name}.a", b"wake")
+    assert ack.seq == 6
+    wait_replicas_equal(js, name, 6)
+    wait_quiet(js, name)
+
+
+def test_a_quiet_group_replaces_its_killed_leader(js, stream_name, drop_new_streams):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    for i in range(5):
+        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
+    wait_quiet(js, name)
+    old = leader_id(js, name)
+    ray.kill(replica_handles(js, name)[old], no_restart=False)
+    ack = publish_retrying(js, f"{name}.a", b"after", "after")
+    assert ack.seq == 6
+    wait_replicas_equal(js, name, 6)
+
+
+def test_a_quiet_groups_killed_follower_catches_up(js, stream_name, drop_new_streams):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    for i in range(5):
+        js.publish(f"{name}.a", b"%d" % i)
+    wait_quiet(js, name)
+    lead = leader_id(js, name)
+    follower = next(r for r in replica_handles(js, name) if r != lead)
+    handle = replica_handles(js, name)[follower]
+    ray.kill(handle, no_restart=False)
+    for i in range(5, 10):
+        publish_retrying(js, f"{name}.a", b"%d" % i, f"n{i}")
+    deadline = time.monotonic() + 60
+    while True:  # Ray restarts it (its __init__ runs again over its disk)
+        try:
+            ray.get(handle.ping.remote(), timeout=10)
+            break
+        except Exception:  # noqa: BLE001 - still restarting
+            assert time.monotonic() < deadline, "the follower was not restarted"
+            time.sleep(0.2)
+    wait_replicas_equal(js, name, 10)
+    wait_quiet(js, name)
