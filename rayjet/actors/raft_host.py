@@ -44,8 +44,17 @@ ACTOR_NOTIFY_COMMIT = False
 # entries or bytes of them, whichever comes first (the environment of the Ray nodes sets them).
 COMPACT_ENTRIES_ENV = "RAYJET_RAFT_COMPACT_ENTRIES"
 COMPACT_BYTES_ENV = "RAYJET_RAFT_COMPACT_BYTES"
-# An idle group goes quiet after this many ticks without a new entry (1 s).
+# An idle group goes quiet after this many ticks without a new entry (1 s); 0 turns
+# quiescence off (the Ray nodes' environment can set it).
 QUIESCE_TICKS = 20
+QUIESCE_ENV = "RAYJET_RAFT_QUIESCE_TICKS"
+
+
+def _quiesce_ticks() -> int:
+    raw = os.environ.get(QUIESCE_ENV, "").strip()
+    if raw in ("0", "off"):
+        return 0
+    return _positive_env(QUIESCE_ENV, QUIESCE_TICKS)
 
 
 def _positive_env(name: str, default: int) -> int:
@@ -66,7 +75,7 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
     """The raft options of a replica actor (stream or consumer)."""
     defaults = GroupOptions()
     return GroupOptions(sync_always=sync_always, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=QUIESCE_TICKS,
+                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=_quiesce_ticks(),
                         snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
                                                      defaults.snapshot_every),
                         snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,

@@ -102,6 +102,7 @@ def test_a_removed_peer_is_forgotten_and_messages_to_it_counted(actors):
 
     class Group:
         id = "r0"
+        quiet = False
 
         def process(self):
             return Output(conf_changes=[(ConfChange(ConfChangeType.REMOVE, "r1"), None)])

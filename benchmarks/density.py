@@ -1,0 +1,149 @@
+"""Many idle streams: what an idle R3 stream costs, quiescent or not, and a quiet failover.
+
+    .venv/bin/python benchmarks/density.py                # 10 R3 streams, both settings
+    .venv/bin/python benchmarks/density.py --streams 20 --json out.json
+
+For each setting (quiescence on, the default; and off, ``RAYJET_RAFT_QUIESCE_TICKS=0``, the
+baseline) a fresh local Ray (``num_cpus=2``) and data dir: create N R3 file streams (time
+per stream), publish one message to each, let them idle, then measure over 20 s the CPU of
+every Ray worker process on the machine (cores busy = CPU seconds / wall seconds), their
+count and memory (USS). With quiescence on, also the failover of a quiet group: kill the
+leader actor of one stream and time the kill to the next acknowledged publish (several
+times, median reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+IDLE_SECONDS = 20.0
+
+
+def ray_workers():
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if cmd.startswith("ray::"):
+            out.append(p)
+    return out
+
+
+def cpu_seconds(procs) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except Exception:  # noqa: BLE001 - gone
+            pass
+    return total
+
+
+def uss(procs) -> int:
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().uss
+        except Exception:  # noqa: BLE001 - gone
+            pass
+    return total
+
+
+def run_setting(n: int, failovers: int) -> dict:
+    import ray
+
+    import rayjet
+    from rayjet.api import StorageType
+    from tests.cluster.test_faults import leader_id, replica_handles
+
+    data_dir = Path(tempfile.mkdtemp(prefix="rayjet-density-"))
+    out: dict = {}
+    try:
+        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60) as js:
+            created = []
+            for i in range(n):
+                t = time.perf_counter()
+                js.add_stream(name=f"D{i}", subjects=[f"d{i}.>"], num_replicas=3,
+                              storage=StorageType.FILE)
+                created.append(time.perf_counter() - t)
+                js.publish(f"d{i}.x", b"hello")
+            out["create_s_median"] = round(statistics.median(created), 2)
+            time.sleep(5.0)  # idle long enough to go quiet (1 s) and settle
+            procs = ray_workers()
+            c0, t0 = cpu_seconds(procs), time.perf_counter()
+            time.sleep(IDLE_SECONDS)
+            busy = (cpu_seconds(procs) - c0) / (time.perf_counter() - t0)
+            out.update(workers=len(procs), uss_mb=round(uss(procs) / 1e6),
+                       idle_cores=round(busy, 3),
+                       idle_pct_core_per_stream=round(100 * busy / n, 2))
+            times = []
+            for k in range(failovers):
+                name = f"D{k % n}"
+                time.sleep(3.0)  # quiet again
+                victim = replica_handles(js, name)[leader_id(js, name)]
+                t = time.perf_counter()
+                ray.kill(victim, no_restart=False)
+                while True:
+                    try:
+                        js.publish(f"d{k % n}.x", b"after", timeout=10,
+                                   headers={"Nats-Msg-Id": f"fo-{k}"})
+                        break
+                    except Exception:  # noqa: BLE001 - electing
+                        time.sleep(0.02)
+                times.append(time.perf_counter() - t)
+            if times:
+                out["failover_s"] = [round(x, 2) for x in times]
+                out["failover_s_median"] = round(statistics.median(times), 2)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, default=10)
+    ap.add_argument("--failovers", type=int, default=3)
+    ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    if args.setting:  # one setting, in a process of its own (the actors inherit its env)
+        res = run_setting(args.streams, args.failovers if args.setting == "quiet" else 0)
+        print(json.dumps(res))
+        return
+    results = {}
+    root = Path(__file__).resolve().parent.parent
+    for setting in ("quiet", "awake"):
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        env.pop("RAY_ADDRESS", None)
+        env["RAYJET_RAFT_QUIESCE_TICKS"] = "20" if setting == "quiet" else "0"
+        proc = subprocess.run([sys.executable, __file__, "--streams", str(args.streams),
+                               "--failovers", str(args.failovers), "--setting", setting],
+                              capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr[-3000:])
+        results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{setting:6}: {results[setting]}", flush=True)
+    q, a = results["quiet"], results["awake"]
+    if a["idle_cores"]:
+        print(f"idle CPU, quiescent vs always ticking: {q['idle_cores']} vs {a['idle_cores']} "
+              f"cores ({a['idle_cores'] / max(q['idle_cores'], 1e-6):.1f}x less)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
