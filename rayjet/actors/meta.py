@@ -23,7 +23,12 @@ import ray
 from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import meta_actor_name
-from rayjet.actors.raft_host import ACTOR_HEARTBEAT_TICKS, ACTOR_NOTIFY_COMMIT, RaftHost
+from rayjet.actors.raft_host import (
+    ACTOR_HEARTBEAT_TICKS,
+    ACTOR_NOTIFY_COMMIT,
+    RaftHost,
+    quiesce_ticks,
+)
 from rayjet.actors.router import PeerSender
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
@@ -92,8 +97,10 @@ class MetaMember:
                              voters=self.members,
                              options=GroupOptions(sync_always=True, snapshot_every=1024,
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                                                  notify_commit=ACTOR_NOTIFY_COMMIT))
-        self.host = RaftHost(group, PeerSender(meta_actor_name), tick_seconds=tick_seconds,
+                                                  notify_commit=ACTOR_NOTIFY_COMMIT,
+                                                  quiesce_after=quiesce_ticks()))
+        send = PeerSender(meta_actor_name)
+        self.host = RaftHost(group, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
         self._reconciler: asyncio.Task | None = None
         self._started = False
@@ -111,6 +118,11 @@ class MetaMember:
     async def ping(self) -> str:
         self._ensure_started()
         return self.id
+
+    async def hold(self) -> None:
+        """Answer only when this member stops: quiet peers wait on it to notice our death."""
+        self._ensure_started()
+        await self.host.until_stopped()
 
     async def receive(self, messages: list[Message]) -> None:
         self._ensure_started()

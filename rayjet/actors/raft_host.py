@@ -50,7 +50,8 @@ QUIESCE_TICKS = 20
 QUIESCE_ENV = "RAYJET_RAFT_QUIESCE_TICKS"
 
 
-def _quiesce_ticks() -> int:
+def quiesce_ticks() -> int:
+    """Idle ticks before an actor's raft group goes quiet (0: never)."""
     raw = os.environ.get(QUIESCE_ENV, "").strip()
     if raw in ("0", "off"):
         return 0
@@ -75,7 +76,7 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
     """The raft options of a replica actor (stream or consumer)."""
     defaults = GroupOptions()
     return GroupOptions(sync_always=sync_always, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=_quiesce_ticks(),
+                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks(),
                         snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
                                                      defaults.snapshot_every),
                         snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,
