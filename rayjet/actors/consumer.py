@@ -324,6 +324,7 @@ class ConsumerReplica:
     def _require_leader(self) -> None:
         self._ensure_started()
         if not (self.group.is_leader and self.engine.is_leader):
+            self.host.leader_wanted()
             raise NotLeaderError(f"consumer replica {self.id} is not the current leader",
                                  group=self.group_name, leader=self.group.leader)
 

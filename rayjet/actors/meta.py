@@ -144,6 +144,7 @@ class MetaMember:
     def _require_leader(self) -> None:
         self._ensure_started()
         if not self.host.group.is_leader:
+            self.host.leader_wanted()
             raise NotLeaderError(f"meta member {self.id} is not the leader",
                                  group="meta", leader=self.host.group.leader)
 

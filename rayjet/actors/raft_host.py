@@ -140,6 +140,14 @@ class RaftHost:
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
 
+    def leader_wanted(self) -> None:
+        """A client asked this non-leader for the leader's work. A quiet follower ticks
+        again: if its leader cannot answer (paused, cut off, but not dead, so no death
+        report comes), it stands for election within a timeout instead of waiting."""
+        if self.group.quiet and not self.group.is_leader:
+            self.group.wake()
+            self._woken.set()
+
     async def until_stopped(self) -> None:
         """Return once this host stops (what a peer's ``watch`` call waits on)."""
         await self._stopped.wait()

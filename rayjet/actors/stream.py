@@ -195,6 +195,7 @@ class StreamReplica:
     def _require_writable(self) -> None:
         self._ensure_started()
         if not (self.group.is_leader and self.engine.is_leader):
+            self.host.leader_wanted()
             raise NotLeaderError(f"replica {self.id} of {self.engine.name} cannot take writes",
                                  group=self.group_name, leader=self.group.leader)
 
@@ -225,6 +226,7 @@ class StreamReplica:
 
     async def leader_id(self) -> str | None:
         self._ensure_started()
+        self.host.leader_wanted()  # a client looking for the leader may not reach it
         return self.group.leader
 
     async def status(self) -> dict[str, Any]:
@@ -338,6 +340,7 @@ class StreamReplica:
         """Add a learner, promote it to voter, or remove a replica; returns the voters."""
         self._ensure_started()
         if not self.group.is_leader:
+            self.host.leader_wanted()
             raise NotLeaderError(group=self.group_name, leader=self.group.leader)
         kinds = {"learner": ConfChangeType.ADD_LEARNER, "voter": ConfChangeType.ADD_VOTER,
                  "remove": ConfChangeType.REMOVE}
@@ -365,6 +368,7 @@ class StreamReplica:
         """Leader reads wait until the leader has applied its whole log."""
         self._ensure_started()
         if not (self.group.is_leader and self.engine.is_leader):
+            self.host.leader_wanted()
             raise NotLeaderError(f"replica {self.id} is not a current leader",
                                  group=self.group_name, leader=self.group.leader)
 

@@ -117,6 +117,10 @@ class RawNode:
         follower notices no missing heartbeats: this is how it learns its leader is gone."""
         self.raft.report_peer_down(peer)
 
+    def wake(self) -> None:
+        """Leave quiescence (nothing happens if awake): tick again from now on."""
+        self.raft.wake()
+
     @property
     def quiet(self) -> bool:
         """Quiescent: ticking does nothing until a proposal or a message wakes it."""

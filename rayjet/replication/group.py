@@ -172,6 +172,9 @@ class ReplicaGroup:
     def quiet(self) -> bool:
         return self.node.quiet
 
+    def wake(self) -> None:
+        self.node.wake()
+
     @property
     def is_leader(self) -> bool:
         return self.role == Role.LEADER

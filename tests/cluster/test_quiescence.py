@@ -94,3 +94,30 @@ def test_a_quiet_groups_killed_follower_catches_up(js, stream_name, drop_new_str
             time.sleep(0.2)
     wait_replicas_equal(js, name, 10)
     wait_quiet(js, name)
+
+
+def test_a_quiet_group_whose_leader_is_paused_elects_another(js, stream_name,
+                                                              drop_new_streams):
+    """SIGSTOP is no death Ray reports: the client's requests to the followers wake them,
+    and a leader that does not answer is replaced."""
+    import os
+    import signal
+
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    for i in range(3):
+        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"p{i}"})
+    wait_quiet(js, name)
+    lead = leader_id(js, name)
+    handle = replica_handles(js, name)[lead]
+    pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=30)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        ack = publish_retrying(js, f"{name}.a", b"while paused", "paused", timeout=90)
+        assert ack.seq == 4
+        others = {r: h for r, h in replica_handles(js, name).items() if r != lead}
+        roles = {r: ray.get(h.status.remote(), timeout=30)["role"] for r, h in others.items()}
+        assert "Leader" in roles.values(), roles
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_replicas_equal(js, name, 4)
