@@ -74,12 +74,8 @@ def write_table(path: str, table: Table, tail: bytes, codec) -> bytes:
 # -- reading -------------------------------------------------------------------------------
 def read_table(path: str, codec) -> tuple[Table, bytes, bytes] | None:
     """(table, tail, file hash) of an index file; None when missing or damaged."""
-    try:
-        with open(path, "rb") as f:
-            buf = f.read()
-    except OSError:
-        return None
-    if len(buf) < 20 or buf[:8] != _MAGIC or rec.frame_hash(memoryview(buf)[:-8]) != buf[-8:]:
+    buf = rec.read_checked_file(path, _MAGIC, 20)
+    if buf is None:
         return None
     try:
         (n,) = _U32.unpack_from(buf, 8)
@@ -122,12 +118,10 @@ def frames_table(buf, base: int, no: int, codec, ttl_of) -> tuple[Table, int] | 
             return None
         if f.kind != rec.K_MSG:
             continue
-        body = rec.body_of(buf, f.offset, f.length)
-        if f.flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
-            try:
-                body = codec.decode(f.flags, bytes(buf[f.offset:f.offset + rec.HEAD_LEN]), body)
-            except APIError:
-                return None
+        try:
+            body = codec.frame_body(buf, f.offset, f.length, f.flags)
+        except APIError:
+            return None
         subject, hdr, data = rec.split_body(body, bool(f.flags & rec.F_HDR))
         seqs.append(f.seq)
         tss.append(f.ts)

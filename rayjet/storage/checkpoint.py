@@ -66,12 +66,8 @@ def write(path: str, ck: Checkpoint) -> None:
 
 def read(path: str) -> Checkpoint | None:
     """The checkpoint at ``path``; None when missing or damaged."""
-    try:
-        with open(path, "rb") as f:
-            buf = f.read()
-    except OSError:
-        return None
-    if len(buf) < 28 or buf[:8] != _MAGIC or rec.frame_hash(memoryview(buf)[:-8]) != buf[-8:]:
+    buf = rec.read_checked_file(path, _MAGIC, 28)
+    if buf is None:
         return None
     try:
         (n,) = _U32.unpack_from(buf, 8)

@@ -98,6 +98,13 @@ class BodyCodec:
         except InvalidTag:
             raise EncryptionKeyError(err="index file does not decrypt with this key") from None
 
+    def frame_body(self, buf, off: int, length: int, flags: int) -> bytes:
+        """The plain body of the stored frame at ``off`` in ``buf``."""
+        body = rec.body_of(buf, off, length)
+        if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
+            body = self.decode(flags, bytes(buf[off:off + rec.HEAD_LEN]), body)
+        return body
+
     def decode(self, flags: int, head: bytes, body: bytes) -> bytes:
         """The plain body of a stored frame."""
         if flags & rec.F_ENCRYPTED:

@@ -535,10 +535,7 @@ class FileStore(BaseStore):
         return blk.pread(end - start, start)
 
     def _plain_body(self, buf, off: int, length: int, flags: int) -> bytes:
-        body = rec.body_of(buf, off, length)
-        if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
-            body = self._codec.decode(flags, bytes(buf[off:off + rec.HEAD_LEN]), body)
-        return body
+        return self._codec.frame_body(buf, off, length, flags)
 
     def _lost_seq(self, seq: int) -> None:
         if seq not in self._lost:

@@ -65,6 +65,20 @@ def frame_hash(buf) -> bytes:
     return _HASH.pack(zlib.crc32(buf), zlib.adler32(buf))
 
 
+def read_checked_file(path: str, magic: bytes, min_len: int) -> bytes | None:
+    """The bytes of a file that starts with ``magic`` and ends with :func:`frame_hash` of
+    the rest; None when it is missing, short or damaged."""
+    try:
+        with open(path, "rb") as f:
+            buf = f.read()
+    except OSError:
+        return None
+    if len(buf) < min_len or buf[:len(magic)] != magic or \
+            frame_hash(memoryview(buf)[:-HASH_LEN]) != buf[-HASH_LEN:]:
+        return None
+    return buf
+
+
 def plain_body(subj: bytes, hdr: bytes, data: bytes) -> bytes:
     if hdr:
         return b"".join((_U16.pack(len(subj)), subj, _U32.pack(len(hdr)), hdr, data))
@@ -145,6 +159,6 @@ def control_count(body: bytes) -> int:
 __all__ = [
     "F_COMPRESSED", "F_ENCRYPTED", "F_HDR", "HASH_LEN", "HEAD_LEN", "K_DEL", "K_ERASED",
     "K_FLOOR", "K_LAST", "K_MSG", "MIN_FRAME", "SEQ_MASK", "body_of", "check", "encode_control",
-    "encode_frame", "encode_msg", "frame_hash", "parse_head", "plain_body", "record_size",
-    "split_body",
+    "encode_frame", "encode_msg", "frame_hash", "parse_head", "plain_body", "read_checked_file",
+    "record_size", "split_body",
 ]

@@ -89,16 +89,14 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
     idx = store._idx
     if f.seq <= idx.last:
         return
-    body = rec.body_of(buf, f.offset, f.length)
-    if f.flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
-        try:
-            body = codec.decode(f.flags, bytes(buf[f.offset:f.offset + rec.HEAD_LEN]), body)
-        except EncryptionKeyError:
-            raise
-        except APIError:
-            store._lost_seq(f.seq)
-            idx.skip(idx.last + 1, f.seq - idx.last)
-            return
+    try:
+        body = codec.frame_body(buf, f.offset, f.length, f.flags)
+    except EncryptionKeyError:
+        raise
+    except APIError:
+        store._lost_seq(f.seq)
+        idx.skip(idx.last + 1, f.seq - idx.last)
+        return
     subject, hdr, data = rec.split_body(body, bool(f.flags & rec.F_HDR))
     size = rec.record_size(len(subject.encode()), len(hdr), len(data))
     idx.add(f.seq, f.ts, subject, size, ((no << _OFF_BITS) | f.offset, f.length))

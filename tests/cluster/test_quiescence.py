@@ -42,12 +42,17 @@ def publish_retrying(js, subject, data, msg_id, timeout=60):
             time.sleep(0.1)
 
 
+def quiet_stream(js, name, count):
+    """An R3 file stream holding ``count`` messages (ids m0..), its group gone quiet."""
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    for i in range(count):
+        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
+    return wait_quiet(js, name)
+
+
 def test_an_idle_group_goes_quiet_and_sends_nothing(js, stream_name, drop_new_streams):
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
-    for i in range(5):
-        js.publish(f"{name}.a", b"%d" % i)
-    before = wait_quiet(js, name)
+    before = quiet_stream(js, name, 5)
     time.sleep(2.0)  # forty ticks of an awake group: heartbeats would have gone out
     after = statuses(js, name)
     assert sent(after) == sent(before)
@@ -61,10 +66,7 @@ def test_an_idle_group_goes_quiet_and_sends_nothing(js, stream_name, drop_new_st
 
 def test_a_quiet_group_replaces_its_killed_leader(js, stream_name, drop_new_streams):
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
-    for i in range(5):
-        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
-    wait_quiet(js, name)
+    quiet_stream(js, name, 5)
     old = leader_id(js, name)
     ray.kill(replica_handles(js, name)[old], no_restart=False)
     ack = publish_retrying(js, f"{name}.a", b"after", "after")
@@ -74,10 +76,7 @@ def test_a_quiet_group_replaces_its_killed_leader(js, stream_name, drop_new_stre
 
 def test_a_quiet_groups_killed_follower_catches_up(js, stream_name, drop_new_streams):
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
-    for i in range(5):
-        js.publish(f"{name}.a", b"%d" % i)
-    wait_quiet(js, name)
+    quiet_stream(js, name, 5)
     lead = leader_id(js, name)
     follower = next(r for r in replica_handles(js, name) if r != lead)
     handle = replica_handles(js, name)[follower]
@@ -104,10 +103,7 @@ def test_a_quiet_group_whose_leader_is_paused_elects_another(js, stream_name,
     import signal
 
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
-    for i in range(3):
-        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"p{i}"})
-    wait_quiet(js, name)
+    quiet_stream(js, name, 3)
     lead = leader_id(js, name)
     handle = replica_handles(js, name)[lead]
     pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=30)
