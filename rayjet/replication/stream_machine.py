@@ -29,6 +29,14 @@ _FULL_VERSION = 1  # a snapshot holding the whole store (written by earlier vers
 _STATE_VERSION = 2  # a snapshot holding the store's range and the engine state only
 
 
+MAX_CHUNK_BYTES = 64 << 20  # a copy chunk is never larger, whatever the copier asks
+
+
+def _require_count(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise BadRequestError(f"{name} must be a whole number >= {least}, not {value!r}")
+
+
 def encode_entry(ops: Sequence[Op]) -> bytes:
     return bytes((ENTRY_OPS,)) + msgpack.packb([encode_op(op) for op in ops], use_bin_type=True)
 
@@ -115,12 +123,15 @@ class StreamMachine:
     def copy_chunk(self, from_seq: int, max_bytes: int) -> tuple[bytes, int, int]:
         """Records from ``from_seq`` on (about ``max_bytes``), the seq to continue from,
         and our last seq."""
-        records, next_seq = self.store.export_range(from_seq, max_bytes)
+        _require_count("from_seq", from_seq, 1)
+        _require_count("max_bytes", max_bytes, 1)
+        records, next_seq = self.store.export_range(from_seq, min(max_bytes, MAX_CHUNK_BYTES))
         return records, next_seq, self.store.fast_state().last_seq
 
     def copy_seal(self, have_last: int) -> dict:
         """Everything a copier holding our messages up to ``have_last`` still needs to be
         exactly our state: cut in one step, so it matches our applied index."""
+        _require_count("have_last", have_last, 0)
         st = self.store.fast_state()
         tail, _ = self.store.export_range(have_last + 1, 1 << 62)
         return {"first": st.first_seq, "last": st.last_seq, "last_ts": st.last_ts,

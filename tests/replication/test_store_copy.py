@@ -302,3 +302,18 @@ def test_stores_copy_exactly_and_encrypted_records_stay_encrypted_in_transit(tmp
     target.close()
     reopened = FileStore(str(tmp_path / "dst"), cfg, clock=clock)
     assert reopened.state() == source.state()
+
+
+@pytest.mark.parametrize("args", [(0, 100), (1, 0), (1, -5), ("1", 100), (1, True)])
+def test_a_bad_copy_request_is_refused_with_a_typed_error(args):
+    from rayjet.errors import BadRequestError
+
+    names = ["a", "b", "c"]
+    net = Net({n: make_replica(n, names) for n in names})
+    leader = net.elect()
+    leader_publish(net, leader, [("orders.new", b"x")])
+    with pytest.raises(BadRequestError):
+        leader.sm.copy_chunk(*args)
+    with pytest.raises(BadRequestError):
+        leader.sm.copy_seal(-1)
+    assert leader.sm.copy_chunk(1, 1 << 40)[1] == 2  # a huge ask is capped, not refused
