@@ -10,6 +10,10 @@ every Ray worker process on the machine (cores busy = CPU seconds / wall seconds
 count and memory (USS). With quiescence on, also the failover of a quiet group: kill the
 leader actor of one stream and time the kill to the next acknowledged publish (several
 times, median reported).
+
+With quiescence on, then ``--ephemerals`` ephemeral consumers on one stream (they run in the
+stream leader's actor) and ``--watches`` KV watches on an R3 bucket: the time to create
+each, and the processes, memory and idle CPU with them in place.
 """
 
 from __future__ import annotations
@@ -63,7 +67,53 @@ def uss(procs) -> int:
     return total
 
 
-def run_setting(n: int, failovers: int) -> dict:
+def idle_cost(seconds: float = IDLE_SECONDS) -> dict:
+    procs = ray_workers()
+    c0, t0 = cpu_seconds(procs), time.perf_counter()
+    time.sleep(seconds)
+    busy = (cpu_seconds(procs) - c0) / (time.perf_counter() - t0)
+    return {"workers": len(procs), "uss_mb": round(uss(procs) / 1e6),
+            "idle_cores": round(busy, 3)}
+
+
+def ms(values: list[float], q: float) -> float:
+    return round(1000 * sorted(values)[min(len(values) - 1, int(q * len(values)))], 1)
+
+
+def add_ephemerals(js, n: int, watches: int) -> dict:
+    """``n`` ephemeral consumers on stream D0 and ``watches`` KV watches: creation times,
+    then the idle cost with them in place."""
+    from rayjet import ConsumerConfig
+    from rayjet.api import AckPolicy
+
+    out: dict = {}
+    made = []
+    for i in range(n):
+        t = time.perf_counter()
+        js.add_consumer("D0", ConsumerConfig(ack_policy=AckPolicy.NONE,
+                                             filter_subject=f"d0.{i}"))
+        made.append(time.perf_counter() - t)
+    if made:
+        out.update(ephemerals=n, ephemeral_create_ms_median=ms(made, 0.5),
+                   ephemeral_create_ms_p95=ms(made, 0.95))
+    kv = js.create_key_value(bucket="W", replicas=3)
+    kv.put("k", b"v")
+    watchers, took = [], []
+    for _ in range(watches):
+        t = time.perf_counter()
+        watchers.append(kv.watch("k"))
+        took.append(time.perf_counter() - t)
+    if took:
+        out.update(watches=watches, watch_create_ms_median=ms(took, 0.5),
+                   watch_create_ms_p95=ms(took, 0.95))
+    time.sleep(5.0)
+    out.update({f"{k}_with_ephemerals": v for k, v in idle_cost().items()})
+    for w in watchers:
+        w.stop()
+    return out
+
+
+def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0) -> dict:
     import ray
 
     import rayjet
@@ -83,13 +133,8 @@ def run_setting(n: int, failovers: int) -> dict:
                 js.publish(f"d{i}.x", b"hello")
             out["create_s_median"] = round(statistics.median(created), 2)
             time.sleep(5.0)  # idle long enough to go quiet (1 s) and settle
-            procs = ray_workers()
-            c0, t0 = cpu_seconds(procs), time.perf_counter()
-            time.sleep(IDLE_SECONDS)
-            busy = (cpu_seconds(procs) - c0) / (time.perf_counter() - t0)
-            out.update(workers=len(procs), uss_mb=round(uss(procs) / 1e6),
-                       idle_cores=round(busy, 3),
-                       idle_pct_core_per_stream=round(100 * busy / n, 2))
+            out.update(idle_cost())
+            out["idle_pct_core_per_stream"] = round(100 * out["idle_cores"] / n, 2)
             times = []
             for k in range(failovers):
                 name = f"D{k % n}"
@@ -108,6 +153,8 @@ def run_setting(n: int, failovers: int) -> dict:
             if times:
                 out["failover_s"] = [round(x, 2) for x in times]
                 out["failover_s_median"] = round(statistics.median(times), 2)
+            if ephemerals or watches:
+                out.update(add_ephemerals(js, ephemerals, watches))
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     return out
@@ -117,11 +164,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=10)
     ap.add_argument("--failovers", type=int, default=3)
+    ap.add_argument("--ephemerals", type=int, default=200)
+    ap.add_argument("--watches", type=int, default=20)
     ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.setting:  # one setting, in a process of its own (the actors inherit its env)
-        res = run_setting(args.streams, args.failovers if args.setting == "quiet" else 0)
+        quiet = args.setting == "quiet"
+        res = run_setting(args.streams, args.failovers if quiet else 0,
+                          args.ephemerals if quiet else 0, args.watches if quiet else 0)
         print(json.dumps(res))
         return
     results = {}
@@ -131,7 +182,9 @@ def main() -> None:
         env.pop("RAY_ADDRESS", None)
         env["RAYJET_RAFT_QUIESCE_TICKS"] = "20" if setting == "quiet" else "0"
         proc = subprocess.run([sys.executable, __file__, "--streams", str(args.streams),
-                               "--failovers", str(args.failovers), "--setting", setting],
+                               "--failovers", str(args.failovers), "--ephemerals",
+                               str(args.ephemerals), "--watches", str(args.watches),
+                               "--setting", setting],
                               capture_output=True, text=True, env=env, cwd=root, timeout=1800)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])

@@ -16,13 +16,14 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
-from rayjet.actors.metrics import ConsumerMetrics, RaftMetrics
+from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
+TIMER_IDLE = 1.0  # with none of those: an inactivity check, unless a call wakes it sooner
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
 # seconds between metric updates: each asks the stream leader for num_pending (one call),
@@ -112,6 +114,20 @@ class RemoteStreamReader:
         return self._call("seq_for_time", ts_ns)
 
 
+@dataclass(frozen=True)
+class InLeader:
+    """How a consumer runs inside its stream leader's actor (see
+    :mod:`rayjet.actors.leader_consumers`): ``stream`` answers the stream calls in-process
+    (``call``/``acall`` like a GroupRouter), ``on_inactive(name)`` deletes the consumer."""
+
+    stream: Any
+    on_inactive: Callable[[str], Awaitable[Any]]
+
+
+def _no_peers(peer: str, messages: list) -> None:
+    raise ServiceUnavailableError(f"a single-replica consumer has no peer {peer!r}")
+
+
 class ConsumerMachine:
     def __init__(self, engine: ConsumerEngine) -> None:
         self.engine = engine
@@ -157,7 +173,8 @@ class ConsumerReplica:
 
     def __init__(self, stream_assignment: dict[str, Any], name: str, config: dict[str, Any],
                  group: str, replica_id: str, voters: list[str], data_dir: str, *,
-                 created_ns: int = 0, tick_seconds: float = 0.05) -> None:
+                 created_ns: int = 0, tick_seconds: float = 0.05,
+                 in_leader: InLeader | None = None) -> None:
         self.stream_name = stream_assignment["config"]["name"]
         self.name = name
         self.group_name = group
@@ -165,23 +182,36 @@ class ConsumerReplica:
         self.dir = Path(data_dir) / "consumers" / group / replica_id
         stream_cfg = StreamConfig.from_dict(stream_assignment["config"])
         cfg = ConsumerConfig.from_dict(config)
-        self.stream = stream_router(stream_assignment)
-        self.remote = RemoteStreamReader(stream_router(stream_assignment))
+        self.in_leader = in_leader
+        if in_leader is None:
+            self.stream = stream_router(stream_assignment)
+            self.remote = RemoteStreamReader(stream_router(stream_assignment))
+        else:
+            self.stream = in_leader.stream
+            self.remote = RemoteStreamReader(in_leader.stream)
         self.reader = ReadAhead(self.remote)
         self._taking_lead: asyncio.Task | None = None
         self._last_info_reads: tuple[list, list] | None = None
         self.engine = ConsumerEngine(cfg, stream_cfg, self.reader,
                                      SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
-        memory = cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
+        memory = (cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
+                  or in_leader is not None)
         storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
                               options=actor_group_options(sync_always=not memory))
-        send = PeerSender(lambda peer: consumer_actor_name(group, peer))
-        self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
-                             name=f"{self.stream_name}>{name}/{replica_id}",
-                             metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
+        if in_leader is None:
+            send = PeerSender(lambda peer: consumer_actor_name(group, peer))
+            self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
+                                 name=f"{self.stream_name}>{name}/{replica_id}",
+                                 metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
+            self._metrics = ConsumerMetrics(self.stream_name, name)
+        else:  # one voter, no peers; no metric series per short-lived consumer
+            self.host = RaftHost(rgroup, _no_peers, tick_seconds=tick_seconds,
+                                 name=f"{self.stream_name}>{name}")
+            self._metrics = ConsumerMetrics(self.stream_name, name, NullSink())
         self.host.on_output.append(self._on_output)
-        self._metrics = ConsumerMetrics(self.stream_name, name)
+        self._timer_wake = asyncio.Event()  # the timer has work: a request, a pending ack
+        self._leading = asyncio.Event()  # set while this replica decides deliveries
         self._metrics_at = 0.0
         self._metrics_task: asyncio.Task | None = None
         self._fetches: dict[str, _Fetch] = {}
@@ -206,6 +236,9 @@ class ConsumerReplica:
         if not self._started:
             self._started = True
             self.host.start()
+            if self.in_leader is not None:
+                self.group.campaign()  # the only voter: leads at once, no election timeout
+                self.host.pump()
             loop = asyncio.get_running_loop()
             self._timer = loop.create_task(self._timer_loop())
             if self._forward:
@@ -226,6 +259,7 @@ class ConsumerReplica:
                 self._metrics.became_leader()
             else:
                 self._ready_index = None
+                self._leading.clear()
                 if self.engine.is_leader:
                     self._end_requests(self.engine.set_follower())
                 self._outbox.clear()  # the next leader derives what is owed
@@ -233,6 +267,8 @@ class ConsumerReplica:
             self._taking_lead = asyncio.get_running_loop().create_task(self._take_lead())
         if self._outbox.has_work:
             self._ack_wake.set()
+        if out.role is not None:
+            self._timer_wake.set()
 
     def _can_lead(self) -> bool:
         group = self.group
@@ -256,6 +292,7 @@ class ConsumerReplica:
                         self.reader.drop()
                     if ops is None:
                         continue
+                    self._leading.set()
                     if self._forward:
                         # whatever earlier leaders acked but the stream may not have applied
                         self._outbox.reconcile()
@@ -331,6 +368,8 @@ class ConsumerReplica:
     # -- decisions -> raft -> clients -------------------------------------------------------
     def _dispatch(self, batch: Batch) -> None:
         """Propose the batch's ops; hand its messages out once they are applied."""
+        if batch.deliveries:
+            self._timer_wake.set()  # unacked deliveries run on the clock now
         self._advisories.extend((a.subject, a.body) for a in batch.advisories)
         del self._advisories[:-1000]
         if not batch.ops:
@@ -428,9 +467,27 @@ class ConsumerReplica:
         finally:
             self.reader.drop()
 
+    def _timer_busy(self) -> bool:
+        """Whether anything runs on the clock: unacked deliveries (redelivery), waiting
+        requests (expiry, heartbeats), a pin, held push messages."""
+        engine = self.engine
+        return bool(engine.is_leader and (engine.view.pending or engine.num_waiting
+                                          or engine.pinned or self._held))
+
+    async def _timer_pause(self) -> None:
+        if self._timer_busy():
+            await asyncio.sleep(TIMER_EVERY)
+            return
+        # idle (or a follower): wait for a call or a role change, at most TIMER_IDLE
+        self._timer_wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._timer_wake.wait(), TIMER_IDLE)
+        if self._timer_busy():
+            await asyncio.sleep(TIMER_EVERY)  # keep the cadence of a busy timer
+
     async def _timer_loop(self) -> None:
         while True:
-            await asyncio.sleep(TIMER_EVERY)
+            await self._timer_pause()
             if not (self.group.is_leader and self.engine.is_leader):
                 continue
             try:
@@ -470,6 +527,10 @@ class ConsumerReplica:
     async def _delete_self(self) -> None:
         from rayjet.actors.router import meta_router
 
+        if self.in_leader is not None:
+            with contextlib.suppress(Exception):
+                await self.in_leader.on_inactive(self.name)
+            return
         with contextlib.suppress(Exception):
             await asyncio.to_thread(meta_router().call, "delete_consumer", self.stream_name,
                                     self.name)
@@ -483,6 +544,7 @@ class ConsumerReplica:
         Returns ``messages`` and the ``status`` that ended the request, if any. ``group``
         and the rest are the pull's priority-group fields (see PullRequest)."""
         self._require_leader()
+        self._timer_wake.set()
         reply = uuid.uuid4().hex
         fetch = _Fetch(max(int(batch), 1), asyncio.get_running_loop().create_future())
         self._fetches[reply] = fetch
@@ -563,6 +625,7 @@ class ConsumerReplica:
                   timeout: float = 5.0) -> list[bool]:
         """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term."""
         self._require_leader()
+        self._timer_wake.set()
         engine, ops, oks = self.engine, [], []
         plain = [seq for kind, seq, _ in acks if kind == "ack"]
         if plain:
@@ -665,11 +728,24 @@ class ConsumerReplica:
         st["ack_outbox"] = len(self._outbox)  # acks the stream has not confirmed yet
         return st
 
+    async def until_leading(self, timeout: float) -> None:
+        """Wait until this replica leads and decides deliveries."""
+        self._ensure_started()
+        try:
+            await asyncio.wait_for(self._leading.wait(), timeout)
+        except TimeoutError:
+            raise ServiceUnavailableError(f"consumer {self.name!r} did not start leading "
+                                          f"within {timeout:.1f}s") from None
+
+    async def close(self, why: str = "Consumer Deleted") -> None:
+        """Stop without deleting anything on disk; open pulls end with 409 ``why``."""
+        await self._stop(why)
+
     async def destroy(self) -> None:
         await self._stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    async def _stop(self) -> None:
+    async def _stop(self, why: str = "Consumer Deleted") -> None:
         for task in (self._timer, self._ack_task, self._metrics_task):
             if task is not None:
                 task.cancel()
@@ -677,7 +753,7 @@ class ConsumerReplica:
                     await task
         for fetch in self._fetches.values():
             if not fetch.future.done():
-                fetch.status = (409, "Consumer Deleted")
+                fetch.status = (409, why)
                 fetch.future.set_result(None)
         await self.host.stop()
         with contextlib.suppress(Exception):

@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,10 @@ from rayjet.actors.raft_host import (
 from rayjet.actors.router import PeerSender
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
-from rayjet.errors import APIError, NotLeaderError
+from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
 from rayjet.meta.catalogue import encode_meta_op
+from rayjet.placement.consumers import ephemeral_name
 from rayjet.raft import Message
 from rayjet.replication import FileLogStorage, GroupOptions, ReplicaGroup
 
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = 10.0
 RECONCILE_EVERY = 2.0
 COLLECT_EVERY = 60.0  # seconds between orphan collections (and at once on becoming leader)
-
-
-def _ephemeral_name() -> str:
-    return uuid.uuid4().hex[:22].upper()
 
 
 class MetaMachine:
@@ -238,11 +234,21 @@ class MetaMember:
         self._require_leader()
         cfg = ConsumerConfig.from_dict(config)
         if not (cfg.durable_name or cfg.name):
-            cfg = dataclasses.replace(cfg, name=_ephemeral_name())
+            cfg = dataclasses.replace(cfg, name=ephemeral_name())
         sa = self.catalogue.stream(stream)
         existing = sa.consumers.get(cfg.durable_name or cfg.name)
         peers = existing.peers if existing else lifecycle.place_consumer(sa, cfg.num_replicas)
-        op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns(), peers=peers)
+        in_leader = 0
+        if existing is None:
+            # the ephemeral consumers the stream leader runs share the names and the limit
+            names = await self._leader_consumer_names(sa)
+            if (cfg.durable_name or cfg.name) in names:
+                raise ConsumerNameExistsError(
+                    f"consumer name {cfg.durable_name or cfg.name!r} is already in use")
+            in_leader = len(names)
+            self._require_leader()
+        op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns(), peers=peers,
+                                                 elsewhere=in_leader)
         if isinstance(op, ConsumerAssignment):
             ca = op
         else:
@@ -253,6 +259,11 @@ class MetaMember:
                 await lifecycle.update_consumer_config(ca)
         await lifecycle.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
+
+    @staticmethod
+    async def _leader_consumer_names(sa: StreamAssignment) -> list[str]:
+        _, leader = await lifecycle.find_leader(sa)
+        return await leader.leader_consumer_names.remote()
 
     async def _register_interest(self, sa: StreamAssignment, cfg: ConsumerConfig, *,
                                  remove: bool) -> None:

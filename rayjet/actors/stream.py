@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
@@ -95,6 +96,7 @@ class StreamReplica:
         self._outbox_changed = asyncio.Event()
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
+        self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -126,6 +128,7 @@ class StreamReplica:
             else:
                 self._ready_index = None
                 self.engine.set_follower()
+                self.leader_consumers.stop_all_soon("Leadership Change")
                 self._metrics.lost_leadership()
         if (self._ready_index is not None and not self.engine.is_leader
                 and group.applied >= self._ready_index and group.is_leader):
@@ -380,7 +383,7 @@ class StreamReplica:
         state = {
             "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
             "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
-            "consumer_count": 0, "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
+            "consumer_count": len(self.leader_consumers), "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
         }
         if deleted_details:
             state["deleted"] = list(st.deleted)
@@ -448,10 +451,50 @@ class StreamReplica:
     # -- consumers --------------------------------------------------------------------------
     async def reader_call(self, method: str, *args: Any) -> Any:
         """Run one :class:`StreamReader` method on this leader's store (consumers read here)."""
+        return self.read_local(method, *args)
+
+    def read_local(self, method: str, *args: Any) -> Any:
+        """:meth:`reader_call` in-process (the consumers this leader runs read this way)."""
         self._require_current()
         if method not in _READER_METHODS:
             raise error_for("BAD_REQUEST", err=f"unknown reader method {method!r}")
         return getattr(StoreReader(self.machine.store), method)(*args)
+
+    # -- consumers run by this leader (ephemeral ones: see placement.consumers) ---------------
+    async def add_leader_consumer(self, config: dict[str, Any],
+                                  generated: bool = False) -> dict[str, Any]:
+        """Create an ephemeral consumer in this actor and return its info. A name must not
+        be taken by a consumer of the catalogue (not asked for a ``generated`` one: random),
+        whose consumers also count for max_consumers."""
+        self._require_writable()
+        cfg = self.engine.config
+        others = 0
+        if (config.get("name") and not generated) or cfg.max_consumers > 0:
+            from rayjet.actors.router import meta_router
+
+            listed = await meta_router().acall("list_consumers", cfg.name,
+                                               timeout=DEFAULT_TIMEOUT)
+            if config.get("name") in {c["name"] for c in listed}:
+                raise error_for("CONSUMER_NAME_EXISTS")
+            others = len(listed)
+            self._require_writable()
+        return await self.leader_consumers.add(cfg, config, others=others)
+
+    async def leader_consumer_call(self, name: str, method: str, args: tuple = (),
+                                   kwargs: dict | None = None) -> Any:
+        """A client call (fetch, ack, info, ...) on a consumer this leader runs."""
+        self._require_current()
+        return await self.leader_consumers.call(name, method, tuple(args), kwargs or {})
+
+    async def delete_leader_consumer(self, name: str) -> bool:
+        self._require_current()
+        if name not in self.leader_consumers:
+            raise error_for("CONSUMER_NOT_FOUND")
+        return await self.leader_consumers.delete(name)
+
+    async def leader_consumer_names(self) -> list[str]:
+        self._require_current()
+        return self.leader_consumers.names()
 
     async def consumer_acked(self, consumer: str, seqs: list[int],
                              timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
@@ -535,6 +578,7 @@ class StreamReplica:
         await self._stop()
 
     async def _stop(self) -> None:
+        await self.leader_consumers.stop_all("Consumer Deleted")
         await self._pump.stop()
         await self._copy.stop()
         for task in (self._upkeep, self._sweep):

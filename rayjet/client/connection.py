@@ -62,6 +62,7 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
         self._meta = meta_router()
         self._init_streams()
         self._init_publish()
+        self._init_consumers()
 
     @property
     def closed(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
-from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamConfig
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
 from rayjet.client.messages import AckSender, Msg
@@ -25,6 +25,7 @@ from rayjet.errors import (
     PinIdMismatchError,
     TimeoutError,
 )
+from rayjet.placement.consumers import ephemeral_name, runs_in_stream_leader
 from rayjet.subjects import validate_filter
 
 PUSH_BATCH = 256
@@ -50,27 +51,86 @@ def _router(ca: dict[str, Any]) -> GroupRouter:
                        f"consumer {ca['stream']} > {ca['name']}")
 
 
+_ROUTER_OPTIONS = ("timeout", "retry_unknown", "attempt_timeout")
+
+
+class LeaderConsumerRouter:
+    """Calls a consumer that runs inside its stream's leader (an ephemeral one, see
+    :mod:`rayjet.placement.consumers`) through the stream's router, as a GroupRouter
+    calls a dedicated consumer's replicas."""
+
+    def __init__(self, stream_router: GroupRouter, name: str) -> None:
+        self.stream_router = stream_router
+        self.name = name
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        options = {k: kwargs.pop(k) for k in _ROUTER_OPTIONS if k in kwargs}
+        return self.stream_router.call("leader_consumer_call", self.name, method, args, kwargs,
+                                       **options)
+
+
 class ConsumersAPI:
     """Mixed into :class:`rayjet.client.JetStream`."""
 
-    def _consumer_router(self, stream: str, name: str) -> GroupRouter:
-        return _router(self._meta_call("consumer_assignment", stream, name))
+    def _consumer_router(self, stream: str, name: str) -> GroupRouter | LeaderConsumerRouter:
+        if (stream, name) not in self._in_leader:
+            try:
+                return _router(self._meta_call("consumer_assignment", stream, name))
+            except ConsumerNotFoundError:
+                pass  # not in the catalogue: an ephemeral consumer in the stream leader?
+        return LeaderConsumerRouter(self._stream(stream)[1], name)
+
+    def _init_consumers(self) -> None:
+        # (stream, name) of the consumers this client made in a stream leader
+        self._in_leader: set[tuple[str, str]] = set()
+
+    def _runs_in_leader(self, stream: str, cfg: ConsumerConfig) -> bool:
+        assignment, _ = self._stream(stream)
+        return runs_in_stream_leader(cfg, StreamConfig.from_dict(assignment["config"]))
+
+    def _leader_consumer_names(self, stream: str) -> list[str]:
+        return self._stream_call(stream, "leader_consumer_names")
 
     def add_consumer(self, stream: str, config: ConsumerConfig | dict | None = None,
                      **params: Any) -> ConsumerInfo:
         cfg = _consumer_config(config, params)
+        if self._runs_in_leader(stream, cfg):
+            if cfg.name:
+                raw = self._stream_call(stream, "add_leader_consumer", cfg.to_dict())
+            else:  # named here, so that a retried call finds the one it made
+                raw = self._stream_call(stream, "add_leader_consumer",
+                                        dataclasses.replace(cfg, name=ephemeral_name()).to_dict(),
+                                        True)
+            info = ConsumerInfo.from_dict(raw)
+            self._in_leader.add((stream, info.name))
+            return info
         ca = self._meta_call("add_consumer", stream, cfg.to_dict(), timeout=max(self.timeout, 60))
         return self.consumer_info(stream, ca["name"])
+
+    def _consumer_exists(self, stream: str, name: str) -> bool:
+        try:
+            self._meta_call("consumer_assignment", stream, name)
+            return True
+        except ConsumerNotFoundError:
+            return name in self._leader_consumer_names(stream)
 
     def update_consumer(self, stream: str, config: ConsumerConfig | dict | None = None,
                         **params: Any) -> ConsumerInfo:
         cfg = _consumer_config(config, params)
         name = cfg.durable_name or cfg.name
-        self._meta_call("consumer_assignment", stream, name)  # must exist (10014 otherwise)
+        if not name or not self._consumer_exists(stream, name):
+            raise ConsumerNotFoundError(f"consumer {name!r} not found")
         return self.add_consumer(stream, cfg)
 
     def delete_consumer(self, stream: str, name: str) -> bool:
-        return bool(self._meta_call("delete_consumer", stream, name, timeout=max(self.timeout, 60)))
+        if (stream, name) not in self._in_leader:
+            try:
+                return bool(self._meta_call("delete_consumer", stream, name,
+                                            timeout=max(self.timeout, 60)))
+            except ConsumerNotFoundError:
+                pass
+        self._in_leader.discard((stream, name))
+        return bool(self._stream_call(stream, "delete_leader_consumer", name))
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         raw = self._consumer_router(stream, name).call("info", timeout=self.timeout)
@@ -90,8 +150,7 @@ class ConsumersAPI:
         return ConsumerInfo.from_dict(raw)
 
     def consumers_info(self, stream: str) -> list[ConsumerInfo]:
-        return [self.consumer_info(stream, ca["name"])
-                for ca in self._meta_call("list_consumers", stream)]
+        return [self.consumer_info(stream, name) for name in self.consumer_names(stream)]
 
     def consumer_advisories(self, stream: str, name: str) -> list[tuple[str, dict]]:
         """Advisories and metrics the consumer emitted since the last call, as
@@ -108,7 +167,9 @@ class ConsumersAPI:
                                                               timeout=self.timeout))
 
     def consumer_names(self, stream: str) -> list[str]:
-        return [ca["name"] for ca in self._meta_call("list_consumers", stream)]
+        """Every consumer: the catalogue's, and the ephemeral ones the stream leader runs."""
+        names = {ca["name"] for ca in self._meta_call("list_consumers", stream)}
+        return sorted(names | set(self._leader_consumer_names(stream)))
 
     # -- subscriptions ----------------------------------------------------------------------
     def _bind(self, subject: str | None, stream: str | None) -> str:
@@ -126,12 +187,8 @@ class ConsumersAPI:
         stream = self._bind(subject, stream)
         cfg = _consumer_config(config, params)
         name = durable or cfg.durable_name or cfg.name
-        if name:
-            try:
-                self._meta_call("consumer_assignment", stream, name)
-                return PullSubscription(self, stream, name, ephemeral=False)
-            except ConsumerNotFoundError:
-                pass
+        if name and self._consumer_exists(stream, name):
+            return PullSubscription(self, stream, name, ephemeral=False)
         changes: dict[str, Any] = {}
         if durable:
             changes["durable_name"] = durable
@@ -185,14 +242,8 @@ class ConsumersAPI:
                 changes["ack_policy"] = AckPolicy.EXPLICIT
         cfg = dataclasses.replace(cfg, **changes)
         name = cfg.durable_name or cfg.name
-        existing = None
-        if name:
-            try:
-                existing = self._meta_call("consumer_assignment", stream, name)
-            except ConsumerNotFoundError:
-                existing = None
         created = None
-        if existing is None:
+        if not (name and self._consumer_exists(stream, name)):
             created = self.add_consumer(stream, cfg)
             name = created.name
         sub = PushSubscription(self, stream, name, cfg, ordered=ordered_consumer,

@@ -30,7 +30,9 @@ def _config(config: StreamConfig | dict | None, params: dict[str, Any]) -> Strea
 
 def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
     state = dict(raw["state"])
-    state["consumer_count"] = len(assignment.get("consumers", ()))
+    # the catalogue's consumers, and the ephemeral ones the leader runs (its own count)
+    state["consumer_count"] = len(assignment.get("consumers", ())) + state.get(
+        "consumer_count", 0)
     created = assignment.get("created_ns") or raw.get("created_ns") or 0
     cluster = dict(raw.get("cluster") or {})
     return StreamInfo(

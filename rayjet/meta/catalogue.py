@@ -196,8 +196,10 @@ class Catalogue:
         return MetaOp(DELETE_STREAM, name)
 
     def prepare_add_consumer(self, stream: str, cfg: ConsumerConfig, *, now_ns: int,
-                             peers: Peers | None = None
+                             peers: Peers | None = None, elsewhere: int = 0
                              ) -> MetaOp | ConsumerAssignment:
+        """``elsewhere``: the stream's consumers outside the catalogue (the ephemeral ones its
+        leader runs), which count for ``max_consumers`` too."""
         sa = self.stream(stream)
         others = [c.config for n, c in sa.consumers.items() if n != _consumer_name(cfg)]
         cfg = validate_consumer_config(cfg, sa.config, existing=others)
@@ -211,7 +213,7 @@ class Catalogue:
             cfg = validate_consumer_update(existing.config, cfg, sa.config, existing=others)
         else:
             limit = sa.config.max_consumers
-            if 0 < limit <= len(sa.consumers):
+            if 0 < limit <= len(sa.consumers) + elsewhere:
                 raise MaximumConsumersError(
                     f"maximum consumers limit reached: stream {stream!r} allows {limit}")
         use = as_peers(peers) if peers is not None else (
