@@ -181,8 +181,11 @@ class MetaMember:
             op = dataclasses.replace(op, peers=peers)
             # the stream's own group must accept the change (membership, limits) before the
             # catalogue records it, so a refused change leaves the catalogue as it was
-            await lifecycle.apply_stream_update(old, cfg, peers, self.data_dir)
+            removed = await lifecycle.apply_stream_update(old, cfg, peers, self.data_dir)
             sa = await self._commit(op)
+            # only now: until the commit, reconciliation would re-create them from the
+            # catalogue (see apply_stream_update)
+            await lifecycle.destroy_replicas(removed)
         finally:
             self._updating[cfg.name] -= 1
             if not self._updating[cfg.name]:
@@ -313,13 +316,27 @@ class MetaMember:
                     log.info("meta %s: collecting orphan replicas failed: %s", self.id, err)
                 except Exception:  # keep reconciling whatever happened here
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
-            for sa in list(self.catalogue.streams.values()):
-                with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                    await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False)
-                for ca in list(sa.consumers.values()):
-                    with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                        await lifecycle.ensure_consumer_replicas(
-                            ca, sa, self.data_dir, assignment_dict(sa), wait=False)
+            for name in list(self.catalogue.streams):
+                await self._ensure_replicas(name)
+
+    async def _ensure_replicas(self, name: str) -> None:
+        """Re-create the replica actors of stream ``name`` and its consumers that are gone
+        (Ray gave up restarting them). The assignment is read at this moment, not at the
+        start of the pass (each step awaits), and a stream whose membership is changing is
+        left alone: a replica it just removed must not come back."""
+        sa = self.catalogue.streams.get(name)
+        if sa is None or name in self._updating or not self.host.group.is_leader:
+            return
+        with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+            await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False)
+        for consumer in list(sa.consumers):
+            sa = self.catalogue.streams.get(name)
+            ca = sa.consumers.get(consumer) if sa is not None else None
+            if ca is None:
+                continue
+            with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+                await lifecycle.ensure_consumer_replicas(
+                    ca, sa, self.data_dir, assignment_dict(sa), wait=False)
 
     async def collect_orphans(self) -> dict[str, int]:
         """Kill the replica actors, and delete this node's replica directories, of groups

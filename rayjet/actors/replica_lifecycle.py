@@ -325,7 +325,7 @@ async def _stop(handle: Any) -> None:
     await asyncio.to_thread(ray.kill, handle, no_restart=True)
 
 
-async def _destroy(names: list[str]) -> None:
+async def destroy_replicas(names: list[str]) -> None:
     """Stop each named replica actor, delete its data, and kill it for good."""
     for name in names:
         try:
@@ -336,7 +336,7 @@ async def _destroy(names: list[str]) -> None:
 
 
 async def destroy_stream_replicas(sa: StreamAssignment) -> None:
-    await _destroy([stream_actor_name(sa.group, rid) for rid, _ in sa.peers])
+    await destroy_replicas([stream_actor_name(sa.group, rid) for rid, _ in sa.peers])
 
 
 async def _caught_up(leader: Any, rid: str, timeout: float) -> None:
@@ -351,13 +351,21 @@ async def _caught_up(leader: Any, rid: str, timeout: float) -> None:
 
 
 async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: Peers,
-                              data_dir: Any, timeout: float = GROUP_READY_TIMEOUT) -> None:
+                              data_dir: Any, timeout: float = GROUP_READY_TIMEOUT
+                              ) -> list[str]:
     """Make the running group match ``cfg`` and ``peers``: grow one replica at a time (as a
     learner until caught up, then a voter), shrink one at a time (moving leadership off a
-    replica first), then commit the new config in the stream's own log."""
+    replica first), then commit the new config in the stream's own log.
+
+    Returns the actor names of the replicas the group no longer has, still running: the
+    caller stops them (:func:`destroy_replicas`) once the catalogue stops naming them.
+    Stopped earlier, the meta's reconciliation would create one again from the catalogue,
+    empty, as the only voter of a group of its own (an R1 stream's old replica would then
+    take writes that the moved stream never sees)."""
     _, leader = await find_leader(old)
     await leader.check_update.remote(cfg.to_dict())
     current = list(old.peers)
+    removed: list[str] = []
     for rid, node in [p for p in peers if p not in old.peers]:
         grown = StreamAssignment(old.config, old.created_ns, old.group, tuple(current),
                                  bootstrap=old.bootstrap or tuple(r for r, _ in old.peers))
@@ -376,11 +384,11 @@ async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: P
             leader_rid, leader = await _wait_new_leader(view, rid, timeout)
         await leader.change_membership.remote("remove", rid)
         current.remove((rid, node))
-        with contextlib.suppress(ValueError, ray.exceptions.RayError):
-            await _stop(await replica_handle(view, rid))
+        removed.append(stream_actor_name(old.group, rid))
     view = StreamAssignment(old.config, old.created_ns, old.group, tuple(current))
     _, leader = await find_leader(view)
     await leader.update_config.remote(cfg.to_dict())
+    return removed
 
 
 async def _wait_new_leader(sa: StreamAssignment, not_rid: str, timeout: float
@@ -438,7 +446,7 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
 
 
 async def destroy_consumer_replicas(ca: ConsumerAssignment) -> None:
-    await _destroy([consumer_actor_name(ca.group, rid) for rid, _ in ca.peers])
+    await destroy_replicas([consumer_actor_name(ca.group, rid) for rid, _ in ca.peers])
 
 
 # -- collecting what the catalogue no longer has ---------------------------------------------------
