@@ -179,6 +179,7 @@ class ConsumerReplica:
         self.name = name
         self.group_name = group
         self.id = replica_id
+        self._preferred = bool(voters) and voters[0] == replica_id  # leads a new group
         self.dir = Path(data_dir) / "consumers" / group / replica_id
         stream_cfg = StreamConfig.from_dict(stream_assignment["config"])
         cfg = ConsumerConfig.from_dict(config)
@@ -235,10 +236,7 @@ class ConsumerReplica:
     def _ensure_started(self) -> None:
         if not self._started:
             self._started = True
-            self.host.start()
-            if self.in_leader is not None:
-                self.group.campaign()  # the only voter: leads at once, no election timeout
-                self.host.pump()
+            self.host.start(lead_at_once=self._preferred)
             loop = asyncio.get_running_loop()
             self._timer = loop.create_task(self._timer_loop())
             if self._forward:

@@ -107,7 +107,7 @@ class MetaMember:
     def _ensure_started(self) -> None:
         if not self._started:
             self._started = True
-            self.host.start()
+            self.host.start(lead_at_once=self.members[0] == self.id)
             self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
 

@@ -105,9 +105,15 @@ class RaftHost:
         self.on_output: list[Callable[[Output], None]] = []
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, *, lead_at_once: bool = False) -> None:
+        """Start ticking. ``lead_at_once``: a new group's preferred leader stands for
+        election now instead of after an election timeout (pre-vote makes this harmless
+        when another replica already leads, e.g. for one rebuilt on an empty disk)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._tick_loop())
+            if lead_at_once and self.group.fresh:
+                self.group.campaign()
+                self.pump()
 
     async def stop(self) -> None:
         self._stopped.set()

@@ -69,6 +69,7 @@ class StreamReplica:
         cfg = StreamConfig.from_dict(config)
         self.group_name = group
         self.id = replica_id
+        self._preferred = bool(voters) and voters[0] == replica_id  # leads a new group
         self.created_ns = created_ns
         self.dir = Path(data_dir) / "streams" / group / replica_id
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
@@ -110,7 +111,7 @@ class StreamReplica:
     def _ensure_started(self) -> None:
         if not self._started:
             self._started = True
-            self.host.start()
+            self.host.start(lead_at_once=self._preferred)
             self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
             self._copy.update()
 
@@ -163,7 +164,9 @@ class StreamReplica:
                         self._sweep = asyncio.get_running_loop().create_task(
                             self._sweep_loop())
             except APIError:
-                pass  # lost leadership between the check and the proposal
+                # lost leadership between the check and the proposal, or raft dropped it
+                if self.engine.is_leader:
+                    self.engine.set_leader(self.group.term)
             except Exception:
                 log.exception("stream upkeep failed on %s", self.host.name)
             try:
@@ -206,6 +209,10 @@ class StreamReplica:
         try:
             return await self.host.propose(self.machine.encode(ops), timeout)
         except NotLeaderError:
+            if self.engine.is_leader:
+                # still leading, so raft dropped the proposal (a leadership transfer is
+                # under way): none of what we projected is in the log; start again
+                self.engine.set_leader(self.group.term)
             raise
         except APIError:
             # what we projected may never commit: start the projection again

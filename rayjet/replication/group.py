@@ -104,11 +104,13 @@ class ReplicaGroup:
         self.sm = sm
         self.opts = options or GroupOptions()
         hard, conf = storage.initial_state()
+        self.fresh = False  # bootstrapped now: an empty replica of its first membership
         if not conf.voters and not conf.learners and storage.last_index() == 0:
             if not voters:
                 raise ProposalDroppedError("a new replica needs its voters to bootstrap")
             bootstrap(storage, sorted(voters))
             storage.sync()
+            self.fresh = True
         hard = storage.initial_state()[0]
         self._vote = (hard.term, hard.vote)  # the term and vote known to be durable
         snap = storage.snapshot()
