@@ -152,12 +152,15 @@ class MetaMember:
         await self.host.linearizable(REQUEST_TIMEOUT)
 
     # -- streams ----------------------------------------------------------------------------
-    async def add_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+    async def add_stream(self, config: dict[str, Any],
+                         default_hosting: str | None = None) -> dict[str, Any]:
+        """Create a stream (``hosting`` unset: ``default_hosting``, the client's default)."""
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         existing = self.catalogue.streams.get(cfg.name)
         peers = existing.peers if existing else lifecycle.place_stream(cfg, self.catalogue)
-        op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns())
+        op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns(),
+                                               default_hosting=default_hosting)
         sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
         await lifecycle.ensure_stream_replicas(sa, self.data_dir)
         return assignment_dict(sa)

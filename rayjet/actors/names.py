@@ -20,3 +20,8 @@ def stream_actor_name(group: str, replica_id: str) -> str:
 
 def consumer_actor_name(group: str, replica_id: str) -> str:
     return f"rayjet.consumer.{group}.{replica_id}"
+
+
+def host_actor_name(node_id: str, index: int) -> str:
+    """A replica host on a node (see rayjet.actors.host)."""
+    return f"rayjet.host.{node_id}.{index}"

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import os
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +26,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.consumer import ConsumerReplica
-from rayjet.actors.names import NAMESPACE, consumer_actor_name, stream_actor_name
+from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_names, record_hosted
+from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
 from rayjet.errors import APIError, ClusterNoPeersError, NotLeaderError, ServiceUnavailableError
@@ -244,7 +246,7 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
 async def lookup(name: str) -> Any:
     """``ray.get_actor`` off the event loop: it waits on the control store, and the meta
     actor's heartbeats must not wait with it."""
-    return await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+    return await asyncio.to_thread(find_replica, name)
 
 
 async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
@@ -253,11 +255,51 @@ async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
 
 def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: Any,
                    config: StreamConfig | None = None) -> Any:
-    cfg = (config or sa.config).to_dict()
+    cfg = config or sa.config
     voters = list(sa.bootstrap) or [r for r, _ in sa.peers]
-    return remote_class(StreamReplica).options(
-        **actor_options(stream_actor_name(sa.group, rid), node, config or sa.config)
-    ).remote(cfg, sa.group, rid, voters, str(data_dir), created_ns=sa.created_ns)
+    name = stream_actor_name(sa.group, rid)
+    args = (cfg.to_dict(), sa.group, rid, voters, str(data_dir))
+    kwargs = {"created_ns": sa.created_ns}
+    if cfg.shared_hosting:
+        return place_hosted(name, "stream", args, kwargs, node, data_dir)
+    return remote_class(StreamReplica).options(**actor_options(name, node, cfg)).remote(
+        *args, **kwargs)
+
+
+# -- replicas in shared host actors -----------------------------------------------------------
+HOSTS_PER_NODE_ENV = "RAYJET_HOSTS_PER_NODE"
+DEFAULT_HOSTS_PER_NODE = 2
+HOST_CONCURRENCY = 100_000  # a quiet follower keeps one call open on its leader's host
+
+
+def hosts_per_node() -> int:
+    try:
+        return max(1, int(os.environ.get(HOSTS_PER_NODE_ENV, DEFAULT_HOSTS_PER_NODE)))
+    except ValueError:
+        return DEFAULT_HOSTS_PER_NODE
+
+
+def host_on(node: str | None, key: str, data_dir: Any) -> tuple[str, Any]:
+    """The host actor on ``node`` (this process's node when None) that runs ``key``: one of
+    a small pool per node, by a hash of the name, created when missing. Pinned to its node:
+    a hosted replica never drifts to another node (or region) with its host."""
+    node = node or ray.get_runtime_context().get_node_id()
+    name = host_actor_name(node, zlib.crc32(key.encode()) % hosts_per_node())
+    handle = remote_class(ReplicaHost).options(
+        name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+    ).remote(name, str(data_dir))
+    return name, handle
+
+
+def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
+                 data_dir: Any) -> HostedHandle:
+    """Run replica ``name`` in a host on ``node`` (what creating its actor would do)."""
+    host_name, host = host_on(node, name, data_dir)
+    record_hosted(name, host_name)  # findable at once, before the host has it running
+    host.place.remote(name, kind, args, kwargs)
+    return HostedHandle(host, host_name, name)
 
 
 async def _status(sa: StreamAssignment, rid: str, timeout: float) -> dict[str, Any] | None:
@@ -320,6 +362,11 @@ async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: b
 
 async def _stop(handle: Any) -> None:
     """Delete a replica's data (if it answers soon) and kill it for good."""
+    if isinstance(handle, HostedHandle):  # the host stays: only the replica goes
+        with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
+            await asyncio.wait_for(_as_future(handle.host.remove.remote(handle.name)),
+                                   PING_TIMEOUT)
+        return
     with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
         await asyncio.wait_for(_as_future(handle.destroy.remote()), PING_TIMEOUT)
     await asyncio.to_thread(ray.kill, handle, no_restart=True)
@@ -420,8 +467,14 @@ async def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
 
 def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
                             node: str | None, data_dir: Any, assignment: dict) -> Any:
+    name = consumer_actor_name(ca.group, rid)
+    if sa.config.shared_hosting:  # a shared stream's consumers share its hosts
+        return place_hosted(name, "consumer", (
+            assignment, ca.name, ca.config.to_dict(), ca.group, rid,
+            [r for r, _ in ca.peers], str(data_dir)), {"created_ns": ca.created_ns},
+            node, data_dir)
     return remote_class(ConsumerReplica).options(
-        **actor_options(consumer_actor_name(ca.group, rid), node, sa.config)
+        **actor_options(name, node, sa.config)
     ).remote(assignment, ca.name, ca.config.to_dict(), ca.group, rid,
              [r for r, _ in ca.peers], str(data_dir), created_ns=ca.created_ns)
 
@@ -482,6 +535,10 @@ def live_replica_actors() -> list[ReplicaActor]:
             parsed = parse_replica_name(entry["name"])
             if parsed is not None:
                 out.append(parsed)
+    for name in hosted_names():  # replicas in shared hosts
+        parsed = parse_replica_name(name)
+        if parsed is not None:
+            out.append(parsed)
     return out
 
 

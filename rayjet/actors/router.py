@@ -12,9 +12,9 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from rayjet.actors.host import NotHostedError, find_replica
 from rayjet.actors.names import (
     META_MEMBERS,
-    NAMESPACE,
     meta_actor_name,
     meta_member_id,
     stream_actor_name,
@@ -66,7 +66,7 @@ class GroupRouter:
     def handle(self, rid: str) -> Any:
         h = self._handles.get(rid)
         if h is None:
-            h = ray.get_actor(self.names[rid], namespace=NAMESPACE)
+            h = find_replica(self.names[rid])
             self._handles[rid] = h
         return h
 
@@ -81,7 +81,7 @@ class GroupRouter:
         """:meth:`handle` for async actors: the name lookup runs in a thread."""
         h = self._handles.get(rid)
         if h is None:
-            h = await asyncio.to_thread(ray.get_actor, self.names[rid], namespace=NAMESPACE)
+            h = await asyncio.to_thread(find_replica, self.names[rid])
             self._handles[rid] = h
         return h
 
@@ -253,7 +253,7 @@ class PeerSender:
     def _get_actor(self, peer: str) -> Any:
         self.stats["lookups"] += 1
         try:
-            return ray.get_actor(self.name_of(peer), namespace=NAMESPACE)
+            return find_replica(self.name_of(peer))
         except ValueError:
             self._not_found[peer] = time.monotonic() + LOOKUP_BACKOFF
             raise
@@ -284,7 +284,11 @@ class PeerSender:
             loop = None
 
         def done(fut: Any) -> None:
-            if fut.cancelled() or not isinstance(fut.exception(), RayActorError):
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            # the actor died, or its host no longer runs it (moved, removed): look it up again
+            if not (isinstance(exc, RayActorError) or isinstance(unwrap(exc), NotHostedError)):
                 return
             if loop is None:
                 self._failed(peer, handle)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from rayjet.actors.host import find_replica
 from rayjet.actors.names import (
     META_MEMBERS,
     NAMESPACE,
@@ -219,8 +220,7 @@ class SourcePump:
         for i in range(len(st.replicas)):
             rid = st.replicas[(st.turn + i) % len(st.replicas)]
             try:
-                handle = await asyncio.to_thread(ray.get_actor, stream_actor_name(group, rid),
-                                                 namespace=NAMESPACE)
+                handle = await asyncio.to_thread(find_replica, stream_actor_name(group, rid))
                 out = await _call(handle, "read_range", start, _END, filter=origin.read_filter,
                                   max_msgs=BATCH_MSGS, max_bytes=BATCH_BYTES)
                 st.turn = (st.turn + i) % len(st.replicas)

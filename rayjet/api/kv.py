@@ -32,6 +32,9 @@ class KeyValueConfig(Wire):
     sources: tuple[StreamSource, ...] = wire_field((), kind=OBJS, type_=StreamSource)
     compression: bool = False
     metadata: FrozenDict = wire_field(kind=MAP, default_factory=FrozenDict)
+    # rayjet extension: "shared" (unset: the connection's default, else shared) runs the
+    # bucket's replicas in shared host actors, "dedicated" in actors of their own
+    hosting: str | None = None
     # how long delete markers left by TTL expiry stay (enables per-key TTLs)
     limit_marker_ttl: float | None = wire_field(None, kind=DURATION)
     direct: bool | None = None

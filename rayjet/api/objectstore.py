@@ -27,6 +27,9 @@ class ObjectStoreConfig(Wire):
     placement: Placement | None = wire_field(None, kind=OBJ, type_=Placement)
     compression: bool = False
     metadata: FrozenDict = wire_field(kind=MAP, default_factory=FrozenDict)
+    # rayjet extension: "shared" (unset: the connection's default, else shared) runs the
+    # bucket's replicas in shared host actors, "dedicated" in actors of their own
+    hosting: str | None = None
 
 
 def validate_object_store_config(cfg: ObjectStoreConfig) -> ObjectStoreConfig:

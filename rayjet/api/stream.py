@@ -38,6 +38,9 @@ MAX_REPLICAS = 5
 MAX_NAME_LEN = 255
 MAX_DESCRIPTION_LEN = 4 * 1024
 MAX_METADATA_LEN = 128 * 1024
+DEDICATED_HOSTING = "dedicated"  # rayjet: an actor per replica
+SHARED_HOSTING = "shared"  # rayjet: replicas in shared host actors
+HOSTING_KINDS = (DEDICATED_HOSTING, SHARED_HOSTING)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,13 @@ class StreamConfig(Wire):
     # rayjet extension (nats-server sets it per server): seconds between fsyncs of this
     # stream's log and store, or "always" to fsync before acknowledging; None = 2 minutes
     sync_interval: float | str | None = None
+    # rayjet extension: "dedicated" (None too) runs each replica in an actor of its own,
+    # "shared" in a replica host actor with other small assets (see actors.host)
+    hosting: str | None = None
+
+    @property
+    def shared_hosting(self) -> bool:
+        return self.hosting == SHARED_HOSTING
 
     # nats-py spells these differently
     @property

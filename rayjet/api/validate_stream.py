@@ -21,6 +21,8 @@ from rayjet.api.enums import (
     StorageType,
 )
 from rayjet.api.stream import (
+    DEDICATED_HOSTING,
+    HOSTING_KINDS,
     MAX_DESCRIPTION_LEN,
     MAX_METADATA_LEN,
     MAX_NAME_LEN,
@@ -86,6 +88,7 @@ STREAM_EDITABLE: dict[str, str] = {
     "allow_msg_schedules": ENABLE_ONLY,
     "persist_mode": NO,
     "sync_interval": YES,
+    "hosting": NO,
 }
 
 _INVALID_NAME_CHARS = frozenset(" \t\r\n\f.*>")
@@ -207,8 +210,14 @@ def _check_sync_interval(cfg: StreamConfig) -> None:
         raise _fail(f"sync_interval must be seconds >= 0 or 'always', not {si!r}")
 
 
+def _check_hosting(cfg: StreamConfig) -> None:
+    if cfg.hosting is not None and cfg.hosting not in HOSTING_KINDS:
+        raise _fail(f"hosting must be one of {', '.join(HOSTING_KINDS)}, not {cfg.hosting!r}")
+
+
 def _check_features(cfg: StreamConfig) -> StreamConfig:
     _check_sync_interval(cfg)
+    _check_hosting(cfg)
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
         raise _fail("roll-ups require the purge permission: drop deny_purge or allow_rollup_hdrs")
     if cfg.allow_msg_counter:
@@ -406,6 +415,9 @@ def validate_stream_update(old: StreamConfig, new: StreamConfig) -> StreamConfig
                         "create a new stream and copy the data with sources instead")
 
     fixed("storage", "storage type")
+    if (cfg.hosting or DEDICATED_HOSTING) != (old.hosting or DEDICATED_HOSTING):
+        raise _fail(f"stream configuration update can not change hosting (from "
+                    f"{old.hosting or DEDICATED_HOSTING} to {cfg.hosting or DEDICATED_HOSTING})")
     if cfg.retention != old.retention and RetentionPolicy.WORK_QUEUE in (
             cfg.retention, old.retention):
         raise _fail("stream configuration update can not change retention policy to/from "

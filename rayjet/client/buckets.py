@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
+from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, _message
 from rayjet.errors import APIError, BadRequestError, BucketNotFoundError, StreamNotFoundError
@@ -80,7 +81,7 @@ class KeyValueAPI:
         """Create a bucket (its stream ``KV_<bucket>``); creating it again with the same
         config returns it, with another config raises StreamNameInUseError."""
         cfg = _config(KeyValueConfig, config, params)
-        info = self.add_stream(kv_stream_config(cfg))
+        info = self._add_stream(kv_stream_config(cfg), self.hosting or SHARED_HOSTING)
         bucket, pre = bucket_of_stream(info.config)
         return KeyValue(self, bucket, info.config.name, pre=pre,
                         direct=bool(info.config.allow_direct))
@@ -106,7 +107,7 @@ class KeyValueAPI:
                             **params: Any) -> ObjectStore:
         """Create an object store (its stream ``OBJ_<bucket>``)."""
         cfg = _config(ObjectStoreConfig, config, params)
-        info = self.add_stream(obj_stream_config(cfg))
+        info = self._add_stream(obj_stream_config(cfg), self.hosting or SHARED_HOSTING)
         return ObjectStore(self, cfg.bucket, info.config.name)
 
     def object_store(self, bucket: str) -> ObjectStore:

@@ -15,6 +15,7 @@ from ray.exceptions import AuthenticationError
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
 from rayjet.actors.router import meta_router
+from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
 from rayjet.client.publish import PublishAPI
@@ -52,8 +53,10 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
     def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,
-                 timeout: float = DEFAULT_TIMEOUT, max_pending_async: int = 4000) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, max_pending_async: int = 4000,
+                 hosting: str | None = None) -> None:
         self.address = address
+        self.hosting = hosting
         self.data_dir = data_dir
         self.timeout = timeout
         self.max_pending_async = max_pending_async
@@ -115,6 +118,7 @@ def connect(
     timeout: float = DEFAULT_TIMEOUT,
     max_pending_async: int = 4000,
     ray_init_kwargs: dict | None = None,
+    hosting: str | None = None,
 ) -> JetStream:
     """Connect to rayjet.
 
@@ -129,7 +133,14 @@ def connect(
     Ray's log files) and ``logging_level=logging.WARNING`` (no start-up banner; Ray's
     warnings and errors show); ``ray_init_kwargs`` overrides either, e.g.
     ``{"logging_level": logging.INFO}`` for the dashboard's address.
+
+    ``hosting`` ("dedicated" or "shared") is the default for the streams and buckets this
+    connection creates without a ``hosting`` of their own; unset, streams get dedicated
+    replica actors and KV buckets and object stores shared host actors.
     """
+    if hosting is not None and hosting not in HOSTING_KINDS:
+        raise BadRequestError(f"hosting must be one of {', '.join(HOSTING_KINDS)}, "
+                              f"not {hosting!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise BadRequestError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if address is not None and (not isinstance(address, str) or not address.strip()):
@@ -168,4 +179,4 @@ def connect(
     # the meta group keeps its log in the data_dir of whoever starts it first
     ensure_meta(str(directory))
     return JetStream(address=address, data_dir=directory, started_ray=started, timeout=timeout,
-                     max_pending_async=max_pending_async)
+                     max_pending_async=max_pending_async, hosting=hosting)

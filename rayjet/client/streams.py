@@ -8,6 +8,7 @@ from typing import Any
 
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
+from rayjet.api.stream import DEDICATED_HOSTING
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -47,6 +48,7 @@ class StreamsAPI:
 
     _meta: GroupRouter
     timeout: float
+    hosting: str | None  # connect(hosting=...): the default for new streams and buckets
 
     def _init_streams(self) -> None:
         self._routers: dict[str, tuple[dict[str, Any], GroupRouter]] = {}
@@ -89,8 +91,13 @@ class StreamsAPI:
 
     # -- management -------------------------------------------------------------------------
     def add_stream(self, config: StreamConfig | dict | None = None, **params: Any) -> StreamInfo:
-        cfg = _config(config, params)
-        assignment = self._meta_call("add_stream", cfg.to_dict(), timeout=max(self.timeout, 60))
+        """Create a stream (or find the same one). ``hosting`` unset: the connection's
+        ``hosting``, else dedicated (an actor per replica)."""
+        return self._add_stream(_config(config, params), self.hosting or DEDICATED_HOSTING)
+
+    def _add_stream(self, cfg: StreamConfig, default_hosting: str) -> StreamInfo:
+        assignment = self._meta_call("add_stream", cfg.to_dict(), default_hosting,
+                                     timeout=max(self.timeout, 60))
         self._routers.pop(cfg.name, None)
         return self.stream_info(assignment["config"]["name"])
 

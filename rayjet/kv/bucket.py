@@ -107,6 +107,7 @@ def bucket_stream_config(config: KeyValueConfig) -> StreamConfig:
         duplicate_window=window,
         compression=StoreCompression.S2 if cfg.compression else StoreCompression.NONE,
         metadata=cfg.metadata,
+        hosting=cfg.hosting,
     )
     if cfg.mirror is not None:
         mirror = dataclasses.replace(cfg.mirror, name=_origin_name(cfg.mirror.name))

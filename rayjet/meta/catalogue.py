@@ -19,7 +19,7 @@ from typing import Any
 import msgpack
 
 from rayjet.api.consumer import ConsumerConfig
-from rayjet.api.stream import StreamConfig
+from rayjet.api.stream import DEDICATED_HOSTING, StreamConfig
 from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
 from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
 from rayjet.errors import (
@@ -150,11 +150,14 @@ class Catalogue:
         return None
 
     # -- leader-side checks -----------------------------------------------------------------
-    def prepare_add_stream(self, cfg: StreamConfig, *, peers: Peers,
-                           now_ns: int) -> MetaOp | StreamAssignment:
-        """The op creating ``cfg``, or the existing assignment when the same config exists."""
+    def prepare_add_stream(self, cfg: StreamConfig, *, peers: Peers, now_ns: int,
+                           default_hosting: str | None = None) -> MetaOp | StreamAssignment:
+        """The op creating ``cfg``, or the existing assignment when the same config exists.
+        ``hosting`` unset: the existing stream's, else ``default_hosting``."""
         cfg = validate_stream_config(cfg)
         existing = self.streams.get(cfg.name)
+        cfg = resolve_hosting(cfg, existing.config.hosting if existing is not None
+                              else default_hosting)
         if existing is not None:
             if existing.config == cfg:
                 return existing  # adding an identical stream again succeeds, as in NATS
@@ -173,7 +176,7 @@ class Catalogue:
     def prepare_update_stream(self, cfg: StreamConfig, *,
                               peers: Peers | None = None) -> MetaOp:
         old = self.stream(cfg.name)
-        new = validate_stream_update(old.config, cfg)
+        new = validate_stream_update(old.config, resolve_hosting(cfg, old.config.hosting))
         self._check_overlap(new, ignore=new.name)
         self._check_cycles(new)
         peers = old.peers if peers is None else as_peers(peers)
@@ -344,6 +347,15 @@ class Catalogue:
 
 def _advance(sa: StreamAssignment, peers: Peers) -> int:
     return max(sa.next_replica, next_replica_after(r for r, _ in peers))
+
+
+def resolve_hosting(cfg: StreamConfig, default: str | None) -> StreamConfig:
+    """``cfg`` with its hosting settled: unset takes ``default``; dedicated is stored unset
+    (the stream's JSON then reads as nats-server's)."""
+    hosting = cfg.hosting or default
+    if hosting == DEDICATED_HOSTING:
+        hosting = None
+    return cfg if hosting == cfg.hosting else dataclasses.replace(cfg, hosting=hosting)
 
 
 def _consumer_name(cfg: ConsumerConfig) -> str:

@@ -47,4 +47,5 @@ def bucket_stream_config(config: ObjectStoreConfig) -> StreamConfig:
         allow_direct=True,
         compression=StoreCompression.S2 if cfg.compression else StoreCompression.NONE,
         metadata=cfg.metadata,
+        hosting=cfg.hosting,
     )

@@ -27,7 +27,8 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.host import find_replica
+from rayjet.actors.names import stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 from rayjet.spark.quiet import quiet_dataset
@@ -203,7 +204,7 @@ class _Replicas:
         for _ in range(2 * n):  # every replica, then each once more after a pause
             rid = self.order[self.pos % n]
             try:
-                h = ray.get_actor(stream_actor_name(self.group, rid), namespace=NAMESPACE)
+                h = find_replica(stream_actor_name(self.group, rid))
                 if self._caught_up(h, need_seq):
                     self.handle = h
                     return h

@@ -9,7 +9,8 @@ import pytest
 import ray
 
 from rayjet import ConsumerConfig, StreamConfig
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.host import find_replica
+from rayjet.actors.names import stream_actor_name
 from rayjet.api import AckPolicy, DeliverPolicy, RetentionPolicy
 from rayjet.errors import (
     BadRequestError,
@@ -31,7 +32,7 @@ def consumer_actors(name: str) -> list[str]:
 def leader_handle(js, stream):
     assignment, _ = js._stream(stream, refresh=True)
     for rid, _node in assignment["peers"]:
-        h = ray.get_actor(stream_actor_name(assignment["group"], rid), namespace=NAMESPACE)
+        h = find_replica(stream_actor_name(assignment["group"], rid))  # dedicated or hosted
         st = ray.get(h.status.remote(), timeout=30)
         if st["role"] == "Leader" and st["writable"]:
             return rid, h, [r for r, _ in assignment["peers"] if r != rid]

@@ -1,0 +1,198 @@
+"""Replica hosts: one actor process running many replicas.
+
+A Ray actor costs a process (~60 MB, and CPU even idle), so small assets share hosts: a
+small pool of ``ReplicaHost`` actors per node, each running any number of stream or
+consumer replicas. A hosted replica is the same object a dedicated actor runs (its own
+store, raft log and state); only the process is shared. It keeps the name its dedicated
+actor would have: the control store's key-value table maps that name to its host
+(:func:`hosted_on`), and :func:`find_replica` turns a name into a handle either way, so
+routers and raft peers address replicas without knowing how they are hosted.
+
+A host records what it runs in a registry file under the data dir (on its node), and a
+restarted host (Ray re-runs ``__init__``) starts each of them again from its own disk.
+Hosts are pinned to their node: when the node is gone, so are its hosted replicas, until
+the node comes back (dedicated replicas are restarted by Ray on another fitting node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.experimental import internal_kv
+
+from rayjet.actors.names import NAMESPACE
+
+log = logging.getLogger(__name__)
+
+KV_NAMESPACE = "rayjet.hosted"  # replica name -> host actor name
+
+
+class NotHostedError(ValueError):
+    """The host runs no replica of that name (a ValueError, as Ray's lookup of a missing
+    named actor raises, so callers treat both alike)."""
+
+
+def _key(name: str) -> bytes:
+    return name.encode()
+
+
+def hosted_on(name: str) -> str | None:
+    """The host actor that runs replica ``name``, or None (blocking: a control-store call)."""
+    raw = internal_kv._internal_kv_get(_key(name), namespace=KV_NAMESPACE)
+    return raw.decode() if raw else None
+
+
+def record_hosted(name: str, host: str | None) -> None:
+    if host is None:
+        internal_kv._internal_kv_del(_key(name), namespace=KV_NAMESPACE)
+    else:
+        internal_kv._internal_kv_put(_key(name), host.encode(), overwrite=True,
+                                     namespace=KV_NAMESPACE)
+
+
+def hosted_names() -> dict[str, str]:
+    """Every hosted replica name and its host (blocking)."""
+    keys = internal_kv._internal_kv_list(b"", namespace=KV_NAMESPACE) or []
+    out = {}
+    for key in keys:
+        host = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+        if host:
+            out[key.decode()] = host.decode()
+    return out
+
+
+class _HostedMethod:
+    __slots__ = ("_host", "_name", "_method")
+
+    def __init__(self, host: Any, name: str, method: str) -> None:
+        self._host, self._name, self._method = host, name, method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self._host.call.remote(self._name, self._method, args, kwargs)
+
+
+class HostedHandle:
+    """A handle to a hosted replica with the calling convention of an actor handle:
+    ``handle.method.remote(*args)`` is a call on the host that runs the replica."""
+
+    def __init__(self, host: Any, host_name: str, name: str) -> None:
+        self.host = host
+        self.host_name = host_name
+        self.name = name
+
+    def __getattr__(self, method: str) -> _HostedMethod:
+        if method.startswith("__"):
+            raise AttributeError(method)
+        return _HostedMethod(self.host, self.name, method)
+
+
+def find_replica(name: str) -> Any:
+    """The handle of replica ``name``: its dedicated actor, else a HostedHandle on the host
+    that runs it. Raises ValueError when neither exists. Blocking."""
+    try:
+        return ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        host = hosted_on(name)
+        if host is None:
+            raise
+        return HostedHandle(ray.get_actor(host, namespace=NAMESPACE), host, name)
+
+
+class ReplicaHost:
+    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
+
+    def __init__(self, host_name: str, data_dir: str) -> None:
+        self.name = host_name
+        self.registry = Path(data_dir) / "hosts" / f"{host_name}.reg"
+        self.replicas: dict[str, Any] = {}
+        self._specs: dict[str, tuple[str, tuple, dict]] = {}
+        self._restored = False
+
+    # -- what runs here -----------------------------------------------------------------------
+    def _load(self) -> dict[str, tuple[str, tuple, dict]]:
+        try:
+            return pickle.loads(self.registry.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except Exception:  # noqa: BLE001 - a damaged registry: reconciliation re-adds them
+            log.exception("host %s: unreadable registry %s", self.name, self.registry)
+            return {}
+
+    def _save(self) -> None:
+        self.registry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.registry.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(pickle.dumps(self._specs))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.registry)
+
+    def _ensure_restored(self) -> None:
+        """After a restart: every replica this host ran starts again from its disk."""
+        if self._restored:
+            return
+        self._restored = True
+        for name, spec in self._load().items():
+            try:
+                self._start_replica(name, *spec)
+            except Exception:  # noqa: BLE001 - the others still start
+                log.exception("host %s: replica %s did not start again", self.name, name)
+
+    def _start_replica(self, name: str, kind: str, args: tuple, kwargs: dict) -> Any:
+        from rayjet.actors.consumer import ConsumerReplica
+        from rayjet.actors.stream import StreamReplica
+
+        cls = {"stream": StreamReplica, "consumer": ConsumerReplica}[kind]
+        replica = cls(*args, **kwargs)
+        self.replicas[name] = replica
+        self._specs[name] = (kind, tuple(args), dict(kwargs))
+        return replica
+
+    async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
+        """Run replica ``name`` here (a no-op when it runs here already), as a dedicated
+        actor of ``kind`` would be created with ``args``/``kwargs``."""
+        self._ensure_restored()
+        if name not in self.replicas:
+            self._start_replica(name, kind, args, kwargs)
+            self._save()
+            await asyncio.to_thread(record_hosted, name, self.name)
+        await self.replicas[name].ping()
+        return self.name
+
+    async def call(self, name: str, method: str, args: tuple, kwargs: dict) -> Any:
+        self._ensure_restored()
+        replica = self.replicas.get(name)
+        if replica is None:
+            raise NotHostedError(f"host {self.name} runs no replica {name!r}")
+        if method.startswith("_"):
+            raise NotHostedError(f"no method {method!r} on a hosted replica")
+        return await getattr(replica, method)(*args, **kwargs)
+
+    async def remove(self, name: str) -> bool:
+        """Stop replica ``name``, delete its data, forget it (what killing a dedicated
+        replica actor for good is)."""
+        self._ensure_restored()
+        replica = self.replicas.pop(name, None)
+        self._specs.pop(name, None)
+        self._save()
+        await asyncio.to_thread(record_hosted, name, None)
+        if replica is None:
+            return False
+        with contextlib.suppress(Exception):
+            await replica.destroy()
+        return True
+
+    async def names(self) -> list[str]:
+        self._ensure_restored()
+        return sorted(self.replicas)
+
+    async def ping(self) -> str:
+        self._ensure_restored()
+        return self.name

@@ -1,0 +1,141 @@
+"""Replicas in shared host actors: many groups in one process, the same behaviour, and a
+killed host loses nothing acknowledged."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ray
+
+import rayjet
+from rayjet import ConsumerConfig, StreamConfig
+from rayjet.actors.host import hosted_names
+from rayjet.actors.names import NAMESPACE
+from rayjet.api import AckPolicy
+from rayjet.errors import InvalidConfigError
+
+pytestmark = pytest.mark.usefixtures("drop_new_streams")
+
+
+def actor_names() -> set[str]:
+    return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
+
+
+def hosted_of(stream: str) -> dict[str, str]:
+    return {name: host for name, host in hosted_names().items() if f".{stream}-" in name}
+
+
+def stored(js, stream):
+    """msg id -> count of the messages the stream holds, read from its leader."""
+    info = js.stream_info(stream)
+    _, router = js._stream(stream)
+    got = router.call("read_range", 1, info.state.last_seq, max_msgs=1_000_000, timeout=30)
+    counts: dict[bytes, int] = {}
+    for data in got["data"]:
+        counts[data] = counts.get(data, 0) + 1
+    return counts
+
+
+class Publisher(threading.Thread):
+    """Publishes distinct payloads with a Nats-Msg-Id, retrying each until acked."""
+
+    def __init__(self, js, subject: str) -> None:
+        super().__init__(daemon=True)
+        self.js, self.subject = js, subject
+        self.acked: list[bytes] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            data = b"%s-%d" % (self.subject.encode(), i)
+            try:
+                self.js.publish(self.subject, data, headers={"Nats-Msg-Id": data.decode()},
+                                timeout=20)
+            except Exception:  # noqa: BLE001 - the host is restarting: the same id again
+                continue
+            self.acked.append(data)
+            i += 1
+
+    def wait_count(self, n: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < n:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} acked"
+            time.sleep(0.05)
+
+
+def test_a_shared_stream_and_its_consumers_run_in_hosts(js, stream_name):
+    name = stream_name
+    info = js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=3,
+                                      hosting="shared"))
+    assert info.config.hosting == "shared"
+    js.add_consumer(name, ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT))
+    hosted = hosted_of(name)
+    assert len([n for n in hosted if n.startswith("rayjet.stream.")]) == 3
+    assert len([n for n in hosted if n.startswith("rayjet.consumer.")]) == 3
+    assert not set(hosted) & actor_names()  # no actor of their own
+    assert set(hosted.values()) <= actor_names()  # their hosts
+    for i in range(20):
+        js.publish(f"{name}.a", b"%d" % i)
+    sub = js.pull_subscribe(durable="D", stream=name)
+    msgs = sub.fetch(20, timeout=10)
+    assert [m.data for m in msgs] == [b"%d" % i for i in range(20)]
+    for m in msgs:
+        m.ack_sync()
+    assert js.consumer_info(name, "D").ack_floor.stream_seq == 20
+
+    js.delete_stream(name)
+    assert hosted_of(name) == {}
+
+
+def test_hosting_defaults_and_rules(js, stream_name, ray_session, tmp_path):
+    name = stream_name
+    assert js.add_stream(name=name, subjects=[f"{name}.>"]).config.hosting is None
+    with pytest.raises(InvalidConfigError):
+        js.update_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
+    with pytest.raises(InvalidConfigError):
+        js.add_stream(name=name + "X", subjects=[f"{name}x.>"], hosting="everywhere")
+    kv = js.create_key_value(bucket=name + "KV")
+    assert js.stream_info(f"KV_{name}KV").config.hosting == "shared"
+    kv.put("k", b"v")
+    assert kv.get("k").value == b"v"
+    assert js.create_key_value(bucket=name + "KV").get("k").value == b"v"  # same bucket
+    dedicated = rayjet.connect(data_dir=js.data_dir, hosting="dedicated")
+    try:
+        dedicated.create_key_value(bucket=name + "KD")
+        assert js.stream_info(f"KV_{name}KD").config.hosting is None
+        assert not hosted_of(f"KV_{name}KD")
+    finally:
+        dedicated.close()
+
+
+def test_killing_a_shared_host_under_load_loses_no_acked_message(js, stream_name):
+    names = [f"{stream_name}A", f"{stream_name}B"]
+    for name in names:
+        js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=3,
+                                   hosting="shared"))
+    r1 = f"{stream_name}C"  # a single replica: it is down until its host is back
+    js.add_stream(StreamConfig(name=r1, subjects=[f"{r1}.>"], hosting="shared"))
+    names.append(r1)
+    pubs = [Publisher(js, f"{name}.x") for name in names]
+    for p in pubs:
+        p.start()
+    try:
+        for p in pubs:
+            p.wait_count(30)
+        victim = hosted_of(r1)[next(iter(hosted_of(r1)))]
+        ray.kill(ray.get_actor(victim, namespace=NAMESPACE), no_restart=False)
+        at_kill = [len(p.acked) for p in pubs]
+        for p, n in zip(pubs, at_kill, strict=True):
+            p.wait_count(n + 30, timeout=90)
+    finally:
+        for p in pubs:
+            p.stop.set()
+        for p in pubs:
+            p.join(timeout=60)
+    for name, p in zip(names, pubs, strict=True):
+        counts = stored(js, name)
+        assert all(counts.get(data) == 1 for data in p.acked), name  # each acked one once
+        assert js.stream_info(name).state.messages >= len(p.acked)
