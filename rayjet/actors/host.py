@@ -8,8 +8,9 @@ actor would have: the control store's key-value table maps that name to its host
 (:func:`hosted_on`), and :func:`find_replica` turns a name into a handle either way, so
 routers and raft peers address replicas without knowing how they are hosted.
 
-A host records what it runs in a registry file under the data dir (on its node), and a
-restarted host (Ray re-runs ``__init__``) starts each of them again from its own disk.
+A host records what it runs under ``data_dir/hosts/<host>/`` on its node (a small file per
+replica: what creating its actor would be given), and a restarted host (Ray re-runs
+``__init__``) starts each of them again from its own disk.
 Hosts are pinned to their node: when the node is gone, so are its hosted replicas, until
 the node comes back (dedicated replicas are restarted by Ray on another fitting node).
 """
@@ -110,29 +111,37 @@ class ReplicaHost:
 
     def __init__(self, host_name: str, data_dir: str) -> None:
         self.name = host_name
-        self.registry = Path(data_dir) / "hosts" / f"{host_name}.reg"
+        self.registry = Path(data_dir) / "hosts" / host_name
         self.replicas: dict[str, Any] = {}
-        self._specs: dict[str, tuple[str, tuple, dict]] = {}
         self._restored = False
 
     # -- what runs here -----------------------------------------------------------------------
     def _load(self) -> dict[str, tuple[str, tuple, dict]]:
-        try:
-            return pickle.loads(self.registry.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except Exception:  # noqa: BLE001 - a damaged registry: reconciliation re-adds them
-            log.exception("host %s: unreadable registry %s", self.name, self.registry)
-            return {}
+        out = {}
+        with contextlib.suppress(FileNotFoundError):
+            for path in self.registry.glob("*.spec"):
+                try:
+                    out[path.stem] = pickle.loads(path.read_bytes())
+                except Exception:  # noqa: BLE001 - damaged: reconciliation places it again
+                    log.exception("host %s: unreadable %s", self.name, path)
+        return out
 
-    def _save(self) -> None:
-        self.registry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.registry.with_suffix(".tmp")
+    def _spec_path(self, name: str) -> Path:
+        return self.registry / f"{name}.spec"
+
+    def _save(self, name: str, spec: tuple[str, tuple, dict]) -> None:
+        self.registry.mkdir(parents=True, exist_ok=True)
+        path = self._spec_path(name)
+        tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
-            f.write(pickle.dumps(self._specs))
+            f.write(pickle.dumps(spec))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.registry)
+        os.replace(tmp, path)
+
+    def _forget(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._spec_path(name).unlink()
 
     def _ensure_restored(self) -> None:
         """After a restart: every replica this host ran starts again from its disk."""
@@ -152,7 +161,6 @@ class ReplicaHost:
         cls = {"stream": StreamReplica, "consumer": ConsumerReplica}[kind]
         replica = cls(*args, **kwargs)
         self.replicas[name] = replica
-        self._specs[name] = (kind, tuple(args), dict(kwargs))
         return replica
 
     async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
@@ -161,7 +169,7 @@ class ReplicaHost:
         self._ensure_restored()
         if name not in self.replicas:
             self._start_replica(name, kind, args, kwargs)
-            self._save()
+            self._save(name, (kind, tuple(args), dict(kwargs)))
             await asyncio.to_thread(record_hosted, name, self.name)
         await self.replicas[name].ping()
         return self.name
@@ -180,8 +188,7 @@ class ReplicaHost:
         replica actor for good is)."""
         self._ensure_restored()
         replica = self.replicas.pop(name, None)
-        self._specs.pop(name, None)
-        self._save()
+        self._forget(name)
         await asyncio.to_thread(record_hosted, name, None)
         if replica is None:
             return False
