@@ -3,6 +3,7 @@ killed host loses nothing acknowledged."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -139,3 +140,18 @@ def test_killing_a_shared_host_under_load_loses_no_acked_message(js, stream_name
         counts = stored(js, name)
         assert all(counts.get(data) == 1 for data in p.acked), name  # each acked one once
         assert js.stream_info(name).state.messages >= len(p.acked)
+
+
+def test_a_shared_stream_scales_up_and_down_live(js, stream_name):
+    name = stream_name
+    js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], hosting="shared"))
+    for i in range(10):
+        js.publish(f"{name}.a", b"%d" % i)
+    cfg = js.stream_info(name).config
+    js.update_stream(dataclasses.replace(cfg, num_replicas=3))
+    assert len(hosted_of(name)) == 3
+    for i in range(10, 20):
+        js.publish(f"{name}.a", b"%d" % i)
+    js.update_stream(dataclasses.replace(cfg, num_replicas=1))
+    assert len(hosted_of(name)) == 1  # the removed replicas left their hosts
+    assert stored(js, name) == {b"%d" % i: 1 for i in range(20)}
