@@ -14,6 +14,9 @@ times, median reported).
 With quiescence on, then ``--ephemerals`` ephemeral consumers on one stream (they run in the
 stream leader's actor) and ``--watches`` KV watches on an R3 bucket: the time to create
 each, and the processes, memory and idle CPU with them in place.
+
+``--buckets N`` instead measures N R3 KV buckets on shared hosts (the buckets' default) in
+a fresh Ray: creation time per bucket, then processes, memory and idle CPU.
 """
 
 from __future__ import annotations
@@ -160,15 +163,46 @@ def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0) -
     return out
 
 
+def run_buckets(n: int) -> dict:
+    import rayjet
+
+    data_dir = Path(tempfile.mkdtemp(prefix="rayjet-buckets-"))
+    out: dict = {"buckets": n}
+    try:
+        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60) as js:
+            made = []
+            for i in range(n):
+                t = time.perf_counter()
+                kv = js.create_key_value(bucket=f"B{i}", replicas=3)
+                made.append(time.perf_counter() - t)
+                kv.put("k", b"v")
+            out.update(bucket_create_ms_median=ms(made, 0.5), bucket_create_ms_p95=ms(made, 0.95),
+                       first_bucket_create_s=round(made[0], 2))
+            time.sleep(5.0)
+            out.update(idle_cost())
+            out["idle_pct_core_per_bucket"] = round(100 * out["idle_cores"] / n, 3)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=10)
     ap.add_argument("--failovers", type=int, default=3)
     ap.add_argument("--ephemerals", type=int, default=200)
     ap.add_argument("--watches", type=int, default=20)
+    ap.add_argument("--buckets", type=int, default=0,
+                    help="measure this many R3 KV buckets on shared hosts instead")
     ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    if args.buckets:
+        res = run_buckets(args.buckets)
+        print(json.dumps(res))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=2))
+        return
     if args.setting:  # one setting, in a process of its own (the actors inherit its env)
         quiet = args.setting == "quiet"
         res = run_setting(args.streams, args.failovers if quiet else 0,

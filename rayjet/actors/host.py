@@ -45,7 +45,10 @@ def _key(name: str) -> bytes:
 
 
 def hosted_on(name: str) -> str | None:
-    """The host actor that runs replica ``name``, or None (blocking: a control-store call)."""
+    """The host actor that runs replica ``name``, or None (blocking: a control-store call;
+    None too outside a Ray worker or driver, where nothing can be hosted)."""
+    if not internal_kv._internal_kv_initialized():
+        return None
     raw = internal_kv._internal_kv_get(_key(name), namespace=KV_NAMESPACE)
     return raw.decode() if raw else None
 
