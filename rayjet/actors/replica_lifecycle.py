@@ -261,7 +261,7 @@ def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: A
     args = (cfg.to_dict(), sa.group, rid, voters, str(data_dir))
     kwargs = {"created_ns": sa.created_ns}
     if cfg.shared_hosting:
-        return place_hosted(name, "stream", args, kwargs, node, data_dir)
+        return place_hosted(name, "stream", args, kwargs, node, data_dir, cfg)
     return remote_class(StreamReplica).options(**actor_options(name, node, cfg)).remote(
         *args, **kwargs)
 
@@ -279,11 +279,37 @@ def hosts_per_node() -> int:
         return DEFAULT_HOSTS_PER_NODE
 
 
-def host_on(node: str | None, key: str, data_dir: Any) -> tuple[str, Any]:
-    """The host actor on ``node`` (this process's node when None) that runs ``key``: one of
-    a small pool per node, by a hash of the name, created when missing. Pinned to its node:
-    a hosted replica never drifts to another node (or region) with its host."""
-    node = node or ray.get_runtime_context().get_node_id()
+def _selects(value: str | None, want: str) -> bool:
+    """One term of a Ray label selector (``v``, ``!v``, ``!in(a,b)``) against a label."""
+    if want.startswith("!in(") and want.endswith(")"):
+        return value not in want[4:-1].split(",")
+    if want.startswith("!"):
+        return value != want[1:]
+    return value == want
+
+
+def live_node_for(node: str | None, config: StreamConfig | None) -> str:
+    """``node`` while it is alive; else an alive node that fits the placement's labels (a
+    dead node's replicas, or every node id after Ray restarted on the same data dir), this
+    process's node when none is known to fit."""
+    alive = node_labels()
+    if node in alive:
+        return node
+    placement = config.placement if config is not None else None
+    need = hard_selector(placement, None, unique_tag_for(placement))
+    here = ray.get_runtime_context().get_node_id()
+    fitting = [n for n, labels in alive.items()
+               if all(_selects(labels.get(k), v) for k, v in need.items())]
+    return here if here in fitting or not fitting else sorted(fitting)[0]
+
+
+def host_on(node: str | None, key: str, data_dir: Any,
+            config: StreamConfig | None = None) -> tuple[str, Any]:
+    """The host actor on ``node`` (or, when that node is gone, on one that fits ``config``'s
+    placement) that runs ``key``: one of a small pool per node, by a hash of the name,
+    created when missing. Pinned to its node: a hosted replica never drifts to another node
+    (or region) with its host."""
+    node = live_node_for(node, config)
     name = host_actor_name(node, zlib.crc32(key.encode()) % hosts_per_node())
     handle = remote_class(ReplicaHost).options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
@@ -294,9 +320,9 @@ def host_on(node: str | None, key: str, data_dir: Any) -> tuple[str, Any]:
 
 
 def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
-                 data_dir: Any) -> HostedHandle:
+                 data_dir: Any, config: StreamConfig) -> HostedHandle:
     """Run replica ``name`` in a host on ``node`` (what creating its actor would do)."""
-    host_name, host = host_on(node, name, data_dir)
+    host_name, host = host_on(node, name, data_dir, config)
     record_hosted(name, host_name)  # findable at once, before the host has it running
     host.place.remote(name, kind, args, kwargs)
     return HostedHandle(host, host_name, name)
@@ -472,7 +498,7 @@ def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: s
         return place_hosted(name, "consumer", (
             assignment, ca.name, ca.config.to_dict(), ca.group, rid,
             [r for r, _ in ca.peers], str(data_dir)), {"created_ns": ca.created_ns},
-            node, data_dir)
+            node, data_dir, sa.config)
     return remote_class(ConsumerReplica).options(
         **actor_options(name, node, sa.config)
     ).remote(assignment, ca.name, ca.config.to_dict(), ca.group, rid,

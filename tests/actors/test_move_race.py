@@ -15,24 +15,21 @@ acknowledge publishes the moved stream never gets.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 
 import pytest
 import ray
 import ray.exceptions
 
-os.environ.setdefault("RAYJET_METRICS", "0")
-
-from rayjet.actors import replica_lifecycle as lc  # noqa: E402
-from rayjet.actors.meta import assignment_dict  # noqa: E402
-from rayjet.actors.names import stream_actor_name  # noqa: E402
-from rayjet.actors.router import stream_router  # noqa: E402
-from rayjet.api import StorageType, StreamConfig  # noqa: E402
-from rayjet.api import headers as H  # noqa: E402
-from rayjet.api.stream import Placement  # noqa: E402
-from rayjet.errors import APIError  # noqa: E402
-from rayjet.meta import StreamAssignment  # noqa: E402
+from rayjet.actors import replica_lifecycle as lc
+from rayjet.actors.meta import assignment_dict
+from rayjet.actors.names import stream_actor_name
+from rayjet.actors.router import stream_router
+from rayjet.api import StorageType, StreamConfig
+from rayjet.api import headers as H
+from rayjet.api.stream import Placement
+from rayjet.errors import APIError
+from rayjet.meta import StreamAssignment
 
 
 class FakeRef:
@@ -117,6 +114,9 @@ class _Ctx:
 
 @pytest.fixture
 def fake_ray(monkeypatch):
+    # replicas in this process report no metrics (set per test: an environment variable
+    # left set would reach the actors of a Ray started later in the session)
+    monkeypatch.setenv("RAYJET_METRICS", "0")
     fake = FakeRay()
     monkeypatch.setattr(ray, "get_actor", fake.get_actor)
     monkeypatch.setattr(ray, "kill", fake.kill)
