@@ -23,7 +23,7 @@ from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
-from rayjet.actors.router import PeerSender
+from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.api import PubAck, StorageType, StreamConfig
@@ -390,7 +390,8 @@ class StreamReplica:
         state = {
             "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
             "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
-            "consumer_count": len(self.leader_consumers), "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
+            "consumer_count": len(self.leader_consumers),  # the catalogue's: the client adds
+            "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
         }
         if deleted_details:
             state["deleted"] = list(st.deleted)
@@ -477,8 +478,6 @@ class StreamReplica:
         cfg = self.engine.config
         others = 0
         if (config.get("name") and not generated) or cfg.max_consumers > 0:
-            from rayjet.actors.router import meta_router
-
             listed = await meta_router().acall("list_consumers", cfg.name,
                                                timeout=DEFAULT_TIMEOUT)
             if config.get("name") in {c["name"] for c in listed}:
