@@ -67,17 +67,21 @@ def stream_seqs(js, stream):
 def wait_stream_holds(js, stream, expected: set[int], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     held: set[int] | None = None
+    count: int | None = None
+    error: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            if js.stream_info(stream).state.messages == len(expected):
+            count = js.stream_info(stream).state.messages
+            if count == len(expected):
                 held = stream_seqs(js, stream)
                 if held == expected:
                     return
-        except Exception:  # noqa: BLE001 - a leader is being elected: ask again
-            pass
+        except Exception as err:  # noqa: BLE001 - a leader is being elected: ask again
+            error = err
         time.sleep(0.2)
     raise AssertionError(f"stream holds {sorted(held or [])[:20]}..., expected "
-                         f"{sorted(expected)[:20]}... ({len(expected)})")
+                         f"{sorted(expected)[:20]}... ({len(expected)}); last count {count}, "
+                         f"last error {error!r}")
 
 
 def ack_all_but(js, stream, name, sub, kill=None, sync=False):
