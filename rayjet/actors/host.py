@@ -29,6 +29,7 @@ import ray
 from ray.experimental import internal_kv
 
 from rayjet.actors.names import NAMESPACE
+from rayjet.errors import BadRequestError
 
 log = logging.getLogger(__name__)
 
@@ -182,9 +183,10 @@ class ReplicaHost:
         replica = self.replicas.get(name)
         if replica is None:
             raise NotHostedError(f"host {self.name} runs no replica {name!r}")
-        if method.startswith("_"):
-            raise NotHostedError(f"no method {method!r} on a hosted replica")
-        return await getattr(replica, method)(*args, **kwargs)
+        call = None if method.startswith("_") else getattr(replica, method, None)
+        if call is None:
+            raise BadRequestError(f"a hosted replica has no method {method!r}")
+        return await call(*args, **kwargs)
 
     async def remove(self, name: str) -> bool:
         """Stop replica ``name``, delete its data, forget it (what killing a dedicated

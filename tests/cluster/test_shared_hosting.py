@@ -15,7 +15,7 @@ from rayjet import ConsumerConfig, StreamConfig
 from rayjet.actors.host import hosted_names
 from rayjet.actors.names import NAMESPACE
 from rayjet.api import AckPolicy
-from rayjet.errors import InvalidConfigError
+from rayjet.errors import BadRequestError, InvalidConfigError
 
 pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
@@ -86,6 +86,11 @@ def test_a_shared_stream_and_its_consumers_run_in_hosts(js, stream_name):
     for m in msgs:
         m.ack_sync()
     assert js.consumer_info(name, "D").ack_floor.stream_seq == 20
+    some, host = next(iter(hosted.items()))
+    handle = ray.get_actor(host, namespace=NAMESPACE)
+    for method in ("no_such_method", "_stop"):
+        with pytest.raises(BadRequestError):
+            ray.get(handle.call.remote(some, method, (), {}), timeout=30)
 
     js.delete_stream(name)
     assert hosted_of(name) == {}
