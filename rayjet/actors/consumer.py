@@ -27,6 +27,7 @@ from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
+from rayjet.actors.self_start import start_when_restarted
 from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
@@ -227,6 +228,7 @@ class ConsumerReplica:
         self._ack_task: asyncio.Task | None = None
         self._stream_term: tuple[str, int] | None = None  # the stream leader last answering
         self._held: list[tuple[int, int, Delivery]] = []  # push deliveries not yet due
+        start_when_restarted(consumer_actor_name(group, replica_id))
 
     # -- plumbing ---------------------------------------------------------------------------
     @property

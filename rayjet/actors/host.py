@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import ray
 from ray.experimental import internal_kv
 
 from rayjet.actors.names import NAMESPACE
+from rayjet.actors.self_start import start_when_restarted
 from rayjet.errors import BadRequestError
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,72 @@ class HostedHandle:
         return _HostedMethod(self.host, self.name, method)
 
 
+class HostPost:
+    """Raft messages for the replicas of one host, gathered over an event-loop turn and
+    sent in one call (:meth:`ReplicaHost.deliver`): the heartbeats and appends of every
+    group between two processes cost one actor call per turn, not one per group."""
+
+    def __init__(self, host: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.host = host
+        self.loop = loop
+        self.pending: list[tuple[str, list, Callable[[], None]]] = []
+
+    def add(self, name: str, messages: list, on_gone: Callable[[], None]) -> None:
+        """Queue ``messages`` for hosted replica ``name``; ``on_gone()`` runs (on the event
+        loop) when the host died or no longer runs it."""
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.append((name, messages, on_gone))
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if not batch:
+            return
+        ref = self.host.deliver.remote([(name, msgs) for name, msgs, _ in batch])
+        loop = self.loop
+
+        def gone(names: set[str] | None) -> None:  # None: all of them
+            for name, _msgs, on_gone in batch:
+                if names is None or name in names:
+                    on_gone()
+
+        def done(fut: Any) -> None:  # on Ray's thread: hand over to the event loop
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            if exc is None:
+                missing = fut.result()
+                if not missing:
+                    return
+                names: set[str] | None = set(missing)
+            elif isinstance(exc, ray.exceptions.RayActorError):
+                names = None
+            else:
+                return
+            with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
+                loop.call_soon_threadsafe(gone, names)
+
+        ref.future().add_done_callback(done)
+
+
+_posts: dict[str, HostPost] = {}  # by host name, in this process
+
+
+def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], None]) -> bool:
+    """Send raft ``messages`` to a hosted replica with the others bound for its host in
+    this loop turn; False (nothing sent) outside an event loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    post = _posts.get(handle.host_name)
+    if post is None or post.loop is not loop:
+        post = _posts[handle.host_name] = HostPost(handle.host, loop)
+    post.host = handle.host  # the newest lookup: a host re-created under its name
+    post.add(handle.name, messages, on_gone)
+    return True
+
+
 def find_replica(name: str) -> Any:
     """The handle of replica ``name``: its dedicated actor, else a HostedHandle on the host
     that runs it. Raises ValueError when neither exists. Blocking."""
@@ -118,6 +186,8 @@ class ReplicaHost:
         self.registry = Path(data_dir) / "hosts" / host_name
         self.replicas: dict[str, Any] = {}
         self._restored = False
+        self._starting: set[asyncio.Task] = set()
+        start_when_restarted(host_name)  # restores every replica it ran
 
     # -- what runs here -----------------------------------------------------------------------
     def _load(self) -> dict[str, tuple[str, tuple, dict]]:
@@ -148,15 +218,21 @@ class ReplicaHost:
             self._spec_path(name).unlink()
 
     def _ensure_restored(self) -> None:
-        """After a restart: every replica this host ran starts again from its disk."""
+        """After a restart: every replica this host ran starts again from its disk, and
+        runs (a quiet group is not called by anyone until it runs)."""
         if self._restored:
             return
         self._restored = True
+        loop = asyncio.get_running_loop()
         for name, spec in self._load().items():
             try:
-                self._start_replica(name, *spec)
+                replica = self._start_replica(name, *spec)
             except Exception:  # noqa: BLE001 - the others still start
                 log.exception("host %s: replica %s did not start again", self.name, name)
+                continue
+            task = loop.create_task(replica.ping())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
 
     def _start_replica(self, name: str, kind: str, args: tuple, kwargs: dict) -> Any:
         from rayjet.actors.consumer import ConsumerReplica
@@ -187,6 +263,22 @@ class ReplicaHost:
         if call is None:
             raise BadRequestError(f"a hosted replica has no method {method!r}")
         return await call(*args, **kwargs)
+
+    async def deliver(self, batch: list[tuple[str, list]]) -> list[str]:
+        """Raft messages for many hosted replicas in one call (see :class:`HostPost`);
+        answers the names this host runs no replica of."""
+        self._ensure_restored()
+        missing = []
+        for name, messages in batch:
+            replica = self.replicas.get(name)
+            if replica is None:
+                missing.append(name)
+                continue
+            try:
+                await replica.receive(messages)
+            except Exception:  # noqa: BLE001 - one replica's trouble is not the others'
+                log.exception("host %s: replica %s refused raft messages", self.name, name)
+        return missing
 
     async def remove(self, name: str) -> bool:
         """Stop replica ``name``, delete its data, forget it (what killing a dedicated

@@ -21,7 +21,7 @@ import ray
 
 from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.metrics import RaftMetrics
-from rayjet.actors.names import meta_actor_name
+from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.raft_host import (
     ACTOR_HEARTBEAT_TICKS,
     ACTOR_NOTIFY_COMMIT,
@@ -29,6 +29,7 @@ from rayjet.actors.raft_host import (
     quiesce_ticks,
 )
 from rayjet.actors.router import PeerSender
+from rayjet.actors.self_start import start_when_restarted
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError
@@ -102,6 +103,7 @@ class MetaMember:
         self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0}
+        start_when_restarted(meta_actor_name(member_id))
 
     # -- plumbing ---------------------------------------------------------------------------
     def _ensure_started(self) -> None:
@@ -319,27 +321,40 @@ class MetaMember:
                     log.info("meta %s: collecting orphan replicas failed: %s", self.id, err)
                 except Exception:  # keep reconciling whatever happened here
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
+            try:
+                running = await lifecycle.running_replicas()
+            except ray.exceptions.RayError as err:
+                log.info("meta %s: listing replicas failed: %s", self.id, err)
+                continue
             for name in list(self.catalogue.streams):
-                await self._ensure_replicas(name)
+                await self._ensure_replicas(name, running)
 
-    async def _ensure_replicas(self, name: str) -> None:
-        """Re-create the replica actors of stream ``name`` and its consumers that are gone
-        (Ray gave up restarting them). The assignment is read at this moment, not at the
-        start of the pass (each step awaits), and a stream whose membership is changing is
-        left alone: a replica it just removed must not come back."""
+    async def _ensure_replicas(self, name: str, running: set[str]) -> None:
+        """Re-create the replicas of stream ``name`` and its consumers that do not run
+        (Ray gave up restarting them, or their host is gone). The assignment is read at
+        this moment, not at the start of the pass (each step awaits), and a stream whose
+        membership is changing is left alone: a replica it just removed must not come back.
+        Replicas that run are not called: a restarted one starts itself."""
         sa = self.catalogue.streams.get(name)
         if sa is None or name in self._updating or not self.host.group.is_leader:
             return
-        with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-            await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False)
+        missing = tuple((rid, node) for rid, node in sa.peers
+                        if stream_actor_name(sa.group, rid) not in running)
+        if missing:
+            with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+                await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False,
+                                                       peers=missing)
         for consumer in list(sa.consumers):
             sa = self.catalogue.streams.get(name)
             ca = sa.consumers.get(consumer) if sa is not None else None
-            if ca is None:
+            if ca is None or name in self._updating:
                 continue
-            with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                await lifecycle.ensure_consumer_replicas(
-                    ca, sa, self.data_dir, assignment_dict(sa), wait=False)
+            missing = tuple((rid, node) for rid, node in ca.peers
+                            if consumer_actor_name(ca.group, rid) not in running)
+            if missing:
+                with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
+                    await lifecycle.ensure_consumer_replicas(
+                        ca, sa, self.data_dir, assignment_dict(sa), wait=False, peers=missing)
 
     async def collect_orphans(self) -> dict[str, int]:
         """Kill the replica actors, and delete this node's replica directories, of groups
@@ -350,7 +365,7 @@ class MetaMember:
         op committed before: a replica is only created after its group's op committed, so
         a group just added is in the catalogue and none of its replicas is collected."""
         self._require_leader()
-        actors = await asyncio.to_thread(lifecycle.live_replica_actors)
+        actors = lifecycle.replica_actors(await lifecycle.running_replicas())
         dirs = await asyncio.to_thread(lifecycle.local_group_dirs, self.data_dir)
         await self._read()
         streams = {sa.group: sa for sa in self.catalogue.streams.values()}

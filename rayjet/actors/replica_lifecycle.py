@@ -19,14 +19,14 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.consumer import ConsumerReplica
-from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_names, record_hosted
+from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, record_hosted
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
@@ -378,9 +378,12 @@ async def _as_future(ref: Any) -> Any:
     return await ref
 
 
-async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True
-                                 ) -> None:
-    handles = [create_replica(sa, rid, node, data_dir) for rid, node in sa.peers]
+async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True,
+                                 peers: Peers | None = None) -> None:
+    """Create the replicas of ``peers`` (default: all of the stream's) that do not exist,
+    wait until they answer and (``wait``) until the group has a leader."""
+    handles = [create_replica(sa, rid, node, data_dir)
+               for rid, node in (sa.peers if peers is None else peers)]
     await _ping_all(handles, PING_TIMEOUT)
     if wait:
         await find_leader(sa)
@@ -506,9 +509,10 @@ def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: s
 
 
 async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment, data_dir: Any,
-                                   assignment: dict, *, wait: bool = True) -> None:
+                                   assignment: dict, *, wait: bool = True,
+                                   peers: Peers | None = None) -> None:
     handles = [create_consumer_replica(ca, sa, rid, node, data_dir, assignment)
-               for rid, node in ca.peers]
+               for rid, node in (ca.peers if peers is None else peers)]
     await _ping_all(handles, PING_TIMEOUT)
     if not wait:
         return
@@ -552,20 +556,47 @@ def parse_replica_name(name: str) -> ReplicaActor | None:
     return None
 
 
-def live_replica_actors() -> list[ReplicaActor]:
-    """The stream and consumer replica actors Ray knows and that are not dead (alive,
-    pending or restarting). Blocking (one GCS call): run it in a thread."""
-    out = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry["namespace"] == NAMESPACE:
-            parsed = parse_replica_name(entry["name"])
-            if parsed is not None:
-                out.append(parsed)
-    for name in hosted_names():  # replicas in shared hosts
-        parsed = parse_replica_name(name)
-        if parsed is not None:
-            out.append(parsed)
-    return out
+HOST_PREFIX = host_actor_name("", 0).rsplit(".", 2)[0]  # "rayjet.host"
+_host_handles: dict[str, Any] = {}
+
+
+def _named_actors() -> list[str]:
+    """Names of rayjet's actors that are not dead (alive, pending or restarting).
+    Blocking: one control-store call."""
+    return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
+            if e["namespace"] == NAMESPACE]
+
+
+async def _host_listing(name: str, timeout: float) -> list[str] | None:
+    """The replicas host ``name`` runs; None when it does not answer within ``timeout``."""
+    try:
+        handle = _host_handles.get(name)
+        if handle is None:
+            handle = _host_handles[name] = await asyncio.to_thread(
+                ray.get_actor, name, namespace=NAMESPACE)
+        return await asyncio.wait_for(_as_future(handle.names.remote()), timeout)
+    except (TimeoutError, ray.exceptions.RayError, ValueError):
+        _host_handles.pop(name, None)
+        return None
+
+
+async def running_replicas(timeout: float = PING_TIMEOUT) -> set[str]:
+    """Names of the stream and consumer replicas that run (or are being restarted by Ray):
+    dedicated actors from one listing of named actors, hosted ones from one call per host.
+    What costs one reconciliation pass is per host, not per replica, so thousands of idle
+    replicas cost their meta leader next to nothing. A host that does not answer (restarting,
+    or on a node that is gone) contributes nothing: its replicas are placed again."""
+    names = await asyncio.to_thread(_named_actors)
+    running = {n for n in names if parse_replica_name(n) is not None}
+    hosts = [n for n in names if n.startswith(HOST_PREFIX + ".")]
+    for listing in await asyncio.gather(*(_host_listing(h, timeout) for h in hosts)):
+        running.update(listing or ())
+    return running
+
+
+def replica_actors(names: Iterable[str]) -> list[ReplicaActor]:
+    """The replica names among ``names``, split up."""
+    return [p for p in map(parse_replica_name, names) if p is not None]
 
 
 def local_group_dirs(data_dir: Any) -> list[tuple[str, str, Any]]:

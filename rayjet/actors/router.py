@@ -12,7 +12,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from rayjet.actors.host import NotHostedError, find_replica
+from rayjet.actors.host import HostedHandle, NotHostedError, find_replica, post_to_host
 from rayjet.actors.names import (
     META_MEMBERS,
     meta_actor_name,
@@ -273,8 +273,11 @@ class PeerSender:
             self._send(peer, handle, messages)
 
     def _send(self, peer: str, handle: Any, messages: list) -> None:
-        ref = handle.receive.remote(messages)
         self.stats["sent"] += 1
+        if isinstance(handle, HostedHandle) and post_to_host(
+                handle, messages, lambda: self._failed(peer, handle)):
+            return  # with every other group's messages for that host, in one call
+        ref = handle.receive.remote(messages)
         self._watch(peer, handle, ref)
 
     def _watch(self, peer: str, handle: Any, ref: Any) -> None:

@@ -24,6 +24,7 @@ from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import PeerSender, meta_router
+from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.api import PubAck, StorageType, StreamConfig
@@ -98,6 +99,7 @@ class StreamReplica:
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
         self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
+        start_when_restarted(stream_actor_name(group, replica_id))
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
