@@ -26,7 +26,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.consumer import ConsumerReplica
-from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, record_hosted
+from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_on, record_hosted
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
@@ -268,7 +268,7 @@ def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: A
 
 # -- replicas in shared host actors -----------------------------------------------------------
 HOSTS_PER_NODE_ENV = "RAYJET_HOSTS_PER_NODE"
-DEFAULT_HOSTS_PER_NODE = 2
+DEFAULT_HOSTS_PER_NODE = 3  # an R3 group on one node gets a process per replica
 HOST_CONCURRENCY = 100_000  # a quiet follower keeps one call open on its leader's host
 
 
@@ -303,14 +303,30 @@ def live_node_for(node: str | None, config: StreamConfig | None) -> str:
     return here if here in fitting or not fitting else sorted(fitting)[0]
 
 
+def host_index(replica_name: str, pool: int) -> int:
+    """Which of a node's ``pool`` hosts runs a replica: by a hash of its group, plus its
+    replica number, so the replicas of one group that share a node (a one-node cluster)
+    land in different hosts while the pool allows: a paused or dead host then takes at
+    most one of them."""
+    parsed = parse_replica_name(replica_name)
+    if parsed is None:
+        return zlib.crc32(replica_name.encode()) % pool
+    number = int(parsed.rid[1:]) if parsed.rid[1:].isdigit() else zlib.crc32(parsed.rid.encode())
+    return (zlib.crc32(parsed.group.encode()) + number) % pool
+
+
 def host_on(node: str | None, key: str, data_dir: Any,
             config: StreamConfig | None = None) -> tuple[str, Any]:
     """The host actor on ``node`` (or, when that node is gone, on one that fits ``config``'s
-    placement) that runs ``key``: one of a small pool per node, by a hash of the name,
+    placement) that runs replica ``key``: one of a small pool per node (:func:`host_index`),
     created when missing. Pinned to its node: a hosted replica never drifts to another node
     (or region) with its host."""
     node = live_node_for(node, config)
-    name = host_actor_name(node, zlib.crc32(key.encode()) % hosts_per_node())
+    known = hosted_on(key)
+    if known is not None and known.startswith(host_actor_name(node, 0)[:-1]):
+        name = known  # keep it where it ran (its spec file is there), whatever the pool
+    else:
+        name = host_actor_name(node, host_index(key, hosts_per_node()))
     handle = remote_class(ReplicaHost).options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,

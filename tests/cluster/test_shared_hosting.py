@@ -4,6 +4,8 @@ killed host loses nothing acknowledged."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import threading
 import time
 
@@ -12,10 +14,11 @@ import ray
 
 import rayjet
 from rayjet import ConsumerConfig, StreamConfig
-from rayjet.actors.host import hosted_names
+from rayjet.actors.host import find_replica, hosted_names
 from rayjet.actors.names import NAMESPACE
 from rayjet.api import AckPolicy
 from rayjet.errors import BadRequestError, InvalidConfigError
+from tests.cluster.test_quiescence import publish_retrying
 
 pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
@@ -160,3 +163,41 @@ def test_a_shared_stream_scales_up_and_down_live(js, stream_name):
     js.update_stream(dataclasses.replace(cfg, num_replicas=1))
     assert len(hosted_of(name)) == 1  # the removed replicas left their hosts
     assert stored(js, name) == {b"%d" % i: 1 for i in range(20)}
+
+
+def hosted_statuses(stream: str) -> dict[str, dict]:
+    """Status of each stream replica of ``stream`` (replica name -> status)."""
+    names = [n for n in hosted_of(stream) if n.startswith("rayjet.stream.")]
+    return {n: ray.get(find_replica(n).status.remote(), timeout=30) for n in names}
+
+
+def test_a_paused_host_holds_up_none_of_its_groups(js, stream_name):
+    """SIGSTOP is no death Ray reports: the groups with a replica in the paused host
+    elect leaders in the other hosts and take writes; the paused replicas catch up."""
+    names = [f"{stream_name}A", f"{stream_name}B"]
+    for name in names:
+        js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=3,
+                                   hosting="shared"))
+        for i in range(3):
+            publish_retrying(js, f"{name}.a", b"%d" % i, f"m{i}")
+    hosts = hosted_of(names[0])
+    assert len({h for n, h in hosts.items() if n.startswith("rayjet.stream.")}) == 3
+    lead = next(n for n, st in hosted_statuses(names[0]).items() if st["role"] == "Leader")
+    host = ray.get_actor(hosts[lead], namespace=NAMESPACE)
+    pid = ray.get(host.__ray_call__.remote(lambda self: os.getpid()), timeout=30)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for name in names:
+            ack = publish_retrying(js, f"{name}.a", b"while paused", "paused", timeout=90)
+            assert ack.seq == 4
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for name in names:
+        deadline = time.monotonic() + 60
+        while True:
+            seqs = {n: st["last_seq"] for n, st in hosted_statuses(name).items()}
+            if set(seqs.values()) == {4}:
+                break
+            assert time.monotonic() < deadline, seqs
+            time.sleep(0.2)
+        assert stored(js, name) == {b"0": 1, b"1": 1, b"2": 1, b"while paused": 1}
