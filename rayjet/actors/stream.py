@@ -168,7 +168,7 @@ class StreamReplica:
             except APIError:
                 # lost leadership between the check and the proposal, or raft dropped it
                 if self.engine.is_leader:
-                    self.engine.set_leader(self.group.term)
+                    self.engine.restart_projection()
             except Exception:
                 log.exception("stream upkeep failed on %s", self.host.name)
             try:
@@ -214,12 +214,12 @@ class StreamReplica:
             if self.engine.is_leader:
                 # still leading, so raft dropped the proposal (a leadership transfer is
                 # under way): none of what we projected is in the log; start again
-                self.engine.set_leader(self.group.term)
+                self.engine.restart_projection()
             raise
         except APIError:
             # what we projected may never commit: start the projection again
             if self.engine.is_leader:
-                self.engine.set_leader(self.group.term)
+                self.engine.restart_projection()
             raise
 
     # -- raft transport ---------------------------------------------------------------------

@@ -177,6 +177,13 @@ class StreamEngine:
         self._gen = 0
         self._resync()
 
+    def restart_projection(self) -> None:
+        """Still leading, but what was projected may never commit (raft dropped a proposal,
+        or it failed): project again from the applied state, under a new proposal id so
+        the ops projected before are told apart (and refused) when they do apply."""
+        self.require_leader()
+        self._resync()
+
     def set_follower(self) -> None:
         self._leader = False
         self.pending.reset(self._last_seq, self._last_ts, self._last_msg_id)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from rayjet.api import StreamConfig
 from rayjet.clock import ManualClock
 from rayjet.engine import MsgOp, StreamEngine, decode_op, encode_op, store_config
+from rayjet.errors import APIError
 from rayjet.storage import FileStore, MemStore
 
 CFG = dict(name="S", subjects=["s.>"], allow_rollup_hdrs=True, allow_msg_ttl=True,
@@ -192,3 +195,23 @@ def test_apply_batch_writes_runs_in_one_call_and_agrees(tmp_path):
     assert batching.store.batches < len(ops) / 4
     assert _content(batching) == _content(plain)
     assert batching.snapshot() == plain.snapshot()
+
+
+def test_a_restarted_projection_never_reuses_a_refused_proposer_id(tmp_path):
+    """After a dropped proposal the leader projects again; were its new ops to carry the
+    id of ops refused before, every publish after would be refused as stale too."""
+    clock = ManualClock()
+    leader = _replicas(tmp_path, clock)[0]
+    leader.set_leader(1)
+    first = leader.prepare_publish("s.a", b"first")
+    foreign = MsgOp(1, clock.now_ns(), "s.a", data=b"foreign", pid=99)
+    assert leader.apply(foreign).ok
+    assert not leader.apply(first).ok  # refused: first.pid is marked stale
+    dropped = leader.prepare_publish("s.a", b"dropped")  # raft drops this proposal
+    leader.restart_projection()
+    again = leader.prepare_publish("s.a", b"again")
+    assert len({first.pid, dropped.pid, again.pid}) == 3
+    assert again.seq == 2 and leader.apply(again).ok
+    follower = _replicas(tmp_path / "f", clock)[0]
+    with pytest.raises(APIError):
+        follower.restart_projection()  # only a leader projects
