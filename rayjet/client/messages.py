@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ray.exceptions import RayError
+
 from rayjet.actors.router import GroupRouter
 from rayjet.api import headers as H
-from rayjet.errors import BadRequestError
+from rayjet.errors import BadRequestError, ServiceUnavailableError
 
 ACK_FLUSH_EVERY = 0.01  # seconds a plain ack may wait to travel with others
+ACK_RETRY_PAUSE = 0.2  # seconds between sends of a batch that did not get through
+ACK_RETRY_FOR = 60.0  # seconds a batch is sent again before it is given up
 
 
 @dataclass(frozen=True)
@@ -33,13 +37,21 @@ class MsgMetadata:
 
 
 class AckSender:
-    """Sends a subscription's acks to its consumer's leader, batching plain acks."""
+    """Sends a subscription's acks to its consumer's leader, batching plain acks.
+
+    A batch that does not reach the leader (a leader election, a slow or paused replica)
+    is sent again: acks are idempotent (by stream sequence), and an ack dropped on the way
+    leaves a message the application already handled to be redelivered. After
+    ``ACK_RETRY_FOR`` seconds of failures the batch is given up (its messages come back
+    after ack_wait, as with any lost ack)."""
 
     def __init__(self, router: GroupRouter, timeout: float) -> None:
         self.router = router
         self.timeout = timeout
         self._pending: list[tuple[str, int, Any]] = []
+        self._failing_since: float | None = None
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()  # one batch on its way at a time, in order
         self._wake = threading.Event()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rayjet-acks", daemon=True)
@@ -57,10 +69,26 @@ class AckSender:
         return True
 
     def flush(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
-        if batch:
-            self.router.call("ack", batch, False, timeout=self.timeout)
+        """Send what is queued; on a failure it stays queued (ahead of newer acks) and the
+        error is raised."""
+        with self._send_lock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                self.router.call("ack", batch, False, timeout=self.timeout)
+            except (ServiceUnavailableError, RayError, TimeoutError):  # may not have arrived
+                now = time.monotonic()
+                if self._failing_since is None:
+                    self._failing_since = now
+                if now - self._failing_since < ACK_RETRY_FOR:
+                    with self._lock:
+                        self._pending[:0] = batch
+                else:
+                    self._failing_since = None  # give this batch up; ack_wait redelivers
+                raise
+            self._failing_since = None
 
     def _run(self) -> None:
         while not self._stopped:
@@ -68,17 +96,23 @@ class AckSender:
             self._wake.clear()
             try:
                 self.flush()
-            except Exception:  # noqa: BLE001 - unacked messages are redelivered after ack_wait
-                time.sleep(ACK_FLUSH_EVERY)
+            except Exception:  # noqa: BLE001 - kept for the next turn (see flush)
+                time.sleep(ACK_RETRY_PAUSE)
 
     def stop(self) -> None:
+        """Stop the sender; what is queued goes out first (retried within ``timeout``)."""
         self._stopped = True
         self._wake.set()
         self._thread.join(timeout=10)
-        try:
-            self.flush()
-        except Exception:  # noqa: BLE001 - best effort on close
-            pass
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.flush()
+                return
+            except Exception:  # noqa: BLE001 - best effort on close
+                if time.monotonic() >= deadline or not self._pending:
+                    return
+                time.sleep(ACK_RETRY_PAUSE)
 
 
 class Msg:

@@ -1,0 +1,99 @@
+"""Async acks that do not reach the consumer's leader are sent again, in order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from rayjet.client import messages
+from rayjet.client.messages import AckSender
+from rayjet.errors import BadRequestError, NotLeaderError, ServiceUnavailableError
+
+
+class FlakyRouter:
+    """Answers ``ack`` calls; the first ``fail`` calls raise ``error``."""
+
+    def __init__(self, fail: int, error: Exception) -> None:
+        self.fail, self.error = fail, error
+        self.delivered: list[tuple] = []
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def call(self, method, batch, sync, timeout):
+        assert method == "ack"
+        with self.lock:
+            self.calls += 1
+            if self.calls <= self.fail:
+                raise self.error
+            self.delivered.extend(batch)
+        return [True] * len(batch)
+
+
+def wait_until(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("error", [NotLeaderError("electing"), ServiceUnavailableError("x"),
+                                   TimeoutError("slow")], ids=type)
+def test_a_batch_that_failed_goes_again_ahead_of_newer_acks(monkeypatch, error):
+    monkeypatch.setattr(messages, "ACK_RETRY_PAUSE", 0.01)
+    router = FlakyRouter(fail=3, error=error)
+    sender = AckSender(router, timeout=1.0)
+    try:
+        for seq in range(1, 6):
+            sender.send("ack", seq)
+        wait_until(lambda: router.calls > 1)
+        for seq in range(6, 9):
+            sender.send("ack", seq)
+        wait_until(lambda: len(router.delivered) == 8)
+        assert [seq for _kind, seq, _arg in router.delivered] == list(range(1, 9))
+    finally:
+        sender.stop()
+
+
+def test_a_batch_is_given_up_after_the_retry_window(monkeypatch):
+    monkeypatch.setattr(messages, "ACK_RETRY_PAUSE", 0.01)
+    monkeypatch.setattr(messages, "ACK_RETRY_FOR", 0.2)
+    router = FlakyRouter(fail=10**9, error=NotLeaderError("gone"))
+    sender = AckSender(router, timeout=1.0)
+    try:
+        sender.send("ack", 1)
+        wait_until(lambda: router.calls > 3)
+        time.sleep(0.3)
+        router.fail = 0  # the leader is back: a new ack goes, the old batch was given up
+        sender.send("ack", 2)
+        wait_until(lambda: router.delivered)
+        time.sleep(0.05)
+        assert [seq for _kind, seq, _arg in router.delivered] == [2]
+    finally:
+        sender.stop()
+
+
+def test_a_refused_batch_is_not_sent_again():
+    router = FlakyRouter(fail=1, error=BadRequestError("bad"))
+    sender = AckSender(router, timeout=1.0)
+    sender._stopped = True  # drive flush by hand
+    sender._thread.join()
+    sender.send("ack", 1)
+    with pytest.raises(BadRequestError):
+        sender.flush()
+    sender.flush()
+    assert router.delivered == [] and router.calls == 1
+
+
+def test_stop_sends_what_is_queued_through_a_brief_failure(monkeypatch):
+    monkeypatch.setattr(messages, "ACK_RETRY_PAUSE", 0.01)
+    router = FlakyRouter(fail=0, error=NotLeaderError("electing"))
+    sender = AckSender(router, timeout=5.0)
+    sender._stopped = True
+    sender._thread.join()
+    sender._stopped = False
+    router.fail = router.calls + 2
+    sender.send("ack", 1)
+    sender.stop()
+    assert [seq for _kind, seq, _arg in router.delivered] == [1]
