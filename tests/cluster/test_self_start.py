@@ -49,11 +49,16 @@ def test_a_restarted_mirror_pulls_again_uncalled(js, stream_name, drop_new_strea
 
     group = js._meta_call("stream_assignment", mirror)["group"]
     name = stream_actor_name(group, "r0")
-    replica_dir = Path(js.data_dir) / "streams" / group / "r0"
-    assert replica_dir.is_dir()
     victim_name = hosted_on(name) if hosting == "shared" else name
     assert victim_name is not None
     victim = ray.get_actor(victim_name, namespace=NAMESPACE)
+    # the replica's directory, as it sees it (the meta's data dir may be another test's)
+    if hosting == "shared":
+        where = ray.get(victim.__ray_call__.remote(lambda self: str(self.replicas[name].dir)))
+    else:
+        where = ray.get(victim.__ray_call__.remote(lambda self: str(self.dir)))
+    replica_dir = Path(where)
+    assert replica_dir.is_dir()
     pid = ray.get(victim.__ray_call__.remote(lambda self: __import__("os").getpid()))
     ray.kill(victim, no_restart=False)  # Ray restarts it; nobody calls it afterwards
 
