@@ -326,6 +326,9 @@ class MetaMember:
             except ray.exceptions.RayError as err:
                 log.info("meta %s: listing replicas failed: %s", self.id, err)
                 continue
+            except Exception:  # keep reconciling whatever happened here
+                log.exception("meta %s: listing replicas failed", self.id)
+                continue
             for name in list(self.catalogue.streams):
                 await self._ensure_replicas(name, running)
 
