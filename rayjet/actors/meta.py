@@ -102,6 +102,7 @@ class MetaMember:
         self._reconciler: asyncio.Task | None = None
         self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
+        self._update_locks: dict[str, asyncio.Lock] = {}
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0}
         start_when_restarted(meta_actor_name(member_id))
 
@@ -168,34 +169,54 @@ class MetaMember:
         return assignment_dict(sa)
 
     async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Change a stream's config, replicas or placement. Changes of one stream run one at
+        a time, and each starts from the group as it runs: a change cut short (a client
+        retrying after an error, a meta leader gone mid-way) leaves replicas that the next
+        change keeps or removes, never ones that stay beside the catalogue's."""
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
-        old = self.catalogue.stream(cfg.name)
-        peers = old.peers
+        self.catalogue.stream(cfg.name)
         self._updating[cfg.name] = self._updating.get(cfg.name, 0) + 1
+        lock = self._update_locks.setdefault(cfg.name, asyncio.Lock())
         try:
-            if (cfg.num_replicas != old.config.num_replicas
-                    or cfg.placement != old.config.placement):
-                # start from where the replicas run now, so one Ray moved off a dead node is
-                # kept where it is instead of being replaced
-                old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old))
-                peers = lifecycle.place_stream(cfg, self.catalogue, existing=old.peers,
-                                             fresh=old.fresh_ids(cfg.num_replicas))
-            op = self.catalogue.prepare_update_stream(cfg, peers=peers)
-            peers = await self._reserve_new_ids(old, peers)
-            op = dataclasses.replace(op, peers=peers)
-            # the stream's own group must accept the change (membership, limits) before the
-            # catalogue records it, so a refused change leaves the catalogue as it was
-            removed = await lifecycle.apply_stream_update(old, cfg, peers, self.data_dir)
-            sa = await self._commit(op)
-            # only now: until the commit, reconciliation would re-create them from the
-            # catalogue (see apply_stream_update)
-            await lifecycle.destroy_replicas(removed)
+            async with lock:
+                self._require_leader()
+                sa = await self._update_stream(cfg)
         finally:
             self._updating[cfg.name] -= 1
             if not self._updating[cfg.name]:
                 del self._updating[cfg.name]
+                self._update_locks.pop(cfg.name, None)
         return assignment_dict(sa)
+
+    async def _update_stream(self, cfg: StreamConfig) -> StreamAssignment:
+        old = self.catalogue.stream(cfg.name)
+        peers = old.peers
+        voters, learners = await lifecycle.leftover_members(old)
+        if voters or learners:
+            log.warning("meta %s: stream %s has replicas the catalogue does not name (a change "
+                        "cut short): voters %s, learners %s", self.id, cfg.name,
+                        [rid for rid, _ in voters], list(learners))
+        if (voters or cfg.num_replicas != old.config.num_replicas
+                or cfg.placement != old.config.placement):
+            # start from where the replicas run now, so one Ray moved off a dead node is
+            # kept where it is instead of being replaced
+            old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old) + voters)
+            peers = lifecycle.place_stream(cfg, self.catalogue, existing=old.peers,
+                                           fresh=old.fresh_ids(cfg.num_replicas))
+        op = self.catalogue.prepare_update_stream(cfg, peers=peers)
+        peers = await self._reserve_new_ids(old, peers)
+        op = dataclasses.replace(op, peers=peers)
+        # the stream's own group must accept the change (membership, limits) before the
+        # catalogue records it, so a refused change leaves the catalogue as it was
+        removed = await lifecycle.apply_stream_update(
+            old, cfg, peers, self.data_dir, drop_learners=learners,
+            still_leading=self._require_leader)
+        sa = await self._commit(op)
+        # only now: until the commit, reconciliation would re-create them from the
+        # catalogue (see apply_stream_update)
+        await lifecycle.destroy_replicas(removed)
+        return sa
 
     async def _reserve_new_ids(self, old: StreamAssignment, peers: Peers) -> Peers:
         """``peers`` with each replica not in ``old`` named by an id the catalogue handed out

@@ -443,11 +443,15 @@ async def _caught_up(leader: Any, rid: str, timeout: float) -> None:
 
 
 async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: Peers,
-                              data_dir: Any, timeout: float = GROUP_READY_TIMEOUT
+                              data_dir: Any, timeout: float = GROUP_READY_TIMEOUT, *,
+                              drop_learners: tuple[str, ...] = (),
+                              still_leading: Callable[[], None] = lambda: None
                               ) -> list[str]:
-    """Make the running group match ``cfg`` and ``peers``: grow one replica at a time (as a
-    learner until caught up, then a voter), shrink one at a time (moving leadership off a
-    replica first), then commit the new config in the stream's own log.
+    """Make the running group match ``cfg`` and ``peers``: drop ``drop_learners`` (left by a
+    change cut short), grow one replica at a time (as a learner until caught up, then a
+    voter), shrink one at a time (moving leadership off a replica first), then commit the
+    new config in the stream's own log. ``still_leading`` raises when the caller lost the
+    right to change the group (a meta leader that stepped down stops mid-way).
 
     Returns the actor names of the replicas the group no longer has, still running: the
     caller stops them (:func:`destroy_replicas`) once the catalogue stops naming them.
@@ -458,7 +462,12 @@ async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: P
     await leader.check_update.remote(cfg.to_dict())
     current = list(old.peers)
     removed: list[str] = []
+    for rid in drop_learners:
+        still_leading()
+        await leader.change_membership.remote("remove", rid)
+        removed.append(stream_actor_name(old.group, rid))
     for rid, node in [p for p in peers if p not in old.peers]:
+        still_leading()
         grown = StreamAssignment(old.config, old.created_ns, old.group, tuple(current),
                                  bootstrap=old.bootstrap or tuple(r for r, _ in old.peers))
         handle = create_replica(grown, rid, node, data_dir, config=cfg)
@@ -468,6 +477,7 @@ async def apply_stream_update(old: StreamAssignment, cfg: StreamConfig, peers: P
         await leader.change_membership.remote("voter", rid)
         current.append((rid, node))
     for rid, node in [p for p in old.peers if p not in peers]:
+        still_leading()
         view = StreamAssignment(old.config, old.created_ns, old.group, tuple(current))
         leader_rid, leader = await find_leader(view)
         if leader_rid == rid:
@@ -641,15 +651,35 @@ async def collect_replicas(names: list[str]) -> None:
     await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
 
 
+async def _group_progress(sa: StreamAssignment, timeout: float) -> dict[str, Any] | None:
+    try:
+        _, leader = await find_leader(sa, timeout=timeout, writable=False)
+        return await asyncio.wait_for(_as_future(leader.progress.remote()), timeout)
+    except (APIError, TimeoutError, ray.exceptions.RayError, ValueError):
+        return None
+
+
 async def group_members(sa: StreamAssignment, timeout: float = 2.0) -> set[str] | None:
     """Voters and learners of the stream's raft group as its leader sees them (None when
     no leader answers within ``timeout``)."""
-    try:
-        _, leader = await find_leader(sa, timeout=timeout, writable=False)
-        p = await asyncio.wait_for(_as_future(leader.progress.remote()), timeout)
-    except (APIError, TimeoutError, ray.exceptions.RayError, ValueError):
-        return None
-    return set(p["voters"]) | set(p["learners"])
+    p = await _group_progress(sa, timeout)
+    return None if p is None else set(p["voters"]) | set(p["learners"])
+
+
+async def leftover_members(sa: StreamAssignment, timeout: float = 2.0
+                           ) -> tuple[Peers, tuple[str, ...]]:
+    """Members of the stream's group that the catalogue does not name, left by a change cut
+    short (its meta leader died, a step failed, the client's call was retried): the voters,
+    each with the node it runs on, and the learners. Empty when no leader answers."""
+    p = await _group_progress(sa, timeout)
+    if p is None:
+        return (), ()
+    named = {rid for rid, _ in sa.peers}
+    voters = tuple((rid, None) for rid in sorted(p["voters"]) if rid not in named)
+    learners = tuple(rid for rid in sorted(p["learners"]) if rid not in named)
+    if voters:
+        voters = await actual_peers(dataclasses.replace(sa, peers=voters), timeout)
+    return voters, learners
 
 
 def consumer_filters(cfg: ConsumerConfig) -> list[str]:

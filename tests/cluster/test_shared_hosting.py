@@ -3,6 +3,7 @@ killed host loses nothing acknowledged."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import signal
@@ -14,10 +15,12 @@ import ray
 
 import rayjet
 from rayjet import ConsumerConfig, StreamConfig
+from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.host import find_replica, hosted_names
 from rayjet.actors.names import NAMESPACE
 from rayjet.api import AckPolicy
 from rayjet.errors import BadRequestError, InvalidConfigError
+from rayjet.meta import StreamAssignment
 from tests.cluster.test_quiescence import publish_retrying
 
 pytestmark = pytest.mark.usefixtures("drop_new_streams")
@@ -163,6 +166,56 @@ def test_a_shared_stream_scales_up_and_down_live(js, stream_name):
     js.update_stream(dataclasses.replace(cfg, num_replicas=1))
     assert len(hosted_of(name)) == 1  # the removed replicas left their hosts
     assert stored(js, name) == {b"%d" % i: 1 for i in range(20)}
+
+
+def _assignment(js, name: str) -> StreamAssignment:
+    a = js._meta_call("stream_assignment", name)
+    return StreamAssignment(StreamConfig.from_dict(a["config"]), a["created_ns"], a["group"],
+                            tuple((rid, node) for rid, node in a["peers"]))
+
+
+def _group_members(sa: StreamAssignment) -> tuple[set[str], set[str]]:
+    async def progress():
+        _, leader = await lifecycle.find_leader(sa)
+        return await leader.progress.remote()
+    p = asyncio.run(progress())
+    return set(p["voters"]), set(p["learners"])
+
+
+def test_a_change_cut_short_is_finished_by_the_next(js, stream_name):
+    """A membership change that stopped half way (a retried call, a meta leader gone) leaves
+    replicas the catalogue does not name; the next update keeps or removes them."""
+    name = stream_name
+    js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], hosting="shared"))
+    for i in range(5):
+        js.publish(f"{name}.a", b"%d" % i)
+    data_dir = js._meta_call("cluster_info")["data_dir"]
+    sa = _assignment(js, name)
+    (_, node), = sa.peers
+    # the first steps of a change to R2 ran (replica r7 joined as a voter); its commit did not
+    two = dataclasses.replace(sa.config, num_replicas=2)
+    asyncio.run(lifecycle.apply_stream_update(sa, two, (*sa.peers, ("r7", node)), data_dir))
+    assert _group_members(sa) == ({"r0", "r7"}, set())
+    assert len(hosted_of(name)) == 2
+
+    js.update_stream(dataclasses.replace(sa.config, num_replicas=3))
+    sa = _assignment(js, name)
+    peers = {rid for rid, _ in sa.peers}
+    assert len(peers) == 3 and "r7" in peers  # the leftover voter was kept, not duplicated
+    assert _group_members(sa) == (peers, set())
+    assert len(hosted_of(name)) == 3
+
+    # a learner left by a cut-short growth is dropped by the next change of any kind
+    extra = lifecycle.create_replica(sa, "r9", node, data_dir)
+    ray.get(extra.ping.remote(), timeout=60)
+    _, leader = asyncio.run(lifecycle.find_leader(sa))
+    ray.get(leader.change_membership.remote("learner", "r9"), timeout=30)
+    assert _group_members(sa) == (peers, {"r9"})
+    js.update_stream(dataclasses.replace(sa.config, description="again"))
+    assert _group_members(_assignment(js, name)) == (peers, set())
+    assert len(hosted_of(name)) == 3
+    js.publish(f"{name}.a", b"5")
+    assert stored(js, name) == {b"%d" % i: 1 for i in range(6)}
 
 
 def hosted_statuses(stream: str) -> dict[str, dict]:
