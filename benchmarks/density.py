@@ -71,12 +71,20 @@ def uss(procs) -> int:
 
 
 def idle_cost(seconds: float = IDLE_SECONDS) -> dict:
+    """Cores the Ray worker processes keep busy over ``seconds``, in all and by process
+    title (``ray::MetaMember`` ...: several processes of a kind are summed)."""
     procs = ray_workers()
-    c0, t0 = cpu_seconds(procs), time.perf_counter()
+    c0 = {p.pid: cpu_seconds([p]) for p in procs}
+    t0 = time.perf_counter()
     time.sleep(seconds)
-    busy = (cpu_seconds(procs) - c0) / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    by_title: dict[str, float] = {}
+    for p in procs:
+        title = " ".join(p.info["cmdline"] or []).split(" ")[0]
+        by_title[title] = by_title.get(title, 0.0) + (cpu_seconds([p]) - c0[p.pid]) / wall
     return {"workers": len(procs), "uss_mb": round(uss(procs) / 1e6),
-            "idle_cores": round(busy, 3)}
+            "idle_cores": round(sum(by_title.values()), 3),
+            "idle_cores_by_process": {t: round(c, 3) for t, c in sorted(by_title.items())}}
 
 
 def ms(values: list[float], q: float) -> float:

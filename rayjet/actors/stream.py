@@ -92,6 +92,8 @@ class StreamReplica:
         self._ready_index: int | None = None
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
+        self._upkeep_wake = asyncio.Event()  # set by raft activity: upkeep may have work
+        self._upkeep_passes = 0
         self._sweep: asyncio.Task | None = None
         self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
@@ -119,6 +121,7 @@ class StreamReplica:
 
 
     def _on_output(self, out: Output) -> None:
+        self._upkeep_wake.set()
         group = self.group
         if out.role is not None:
             if out.role == Role.LEADER:
@@ -152,33 +155,54 @@ class StreamReplica:
                 self._outbox_changed = asyncio.Event()
 
     async def _upkeep_loop(self) -> None:
+        """Local upkeep at most every UPKEEP_EVERY, and only while something is due: an
+        idle replica (nothing to expire, sync or fire) has no timer until raft wakes it."""
         while True:
             await asyncio.sleep(UPKEEP_EVERY)
-            try:
-                self._pump.update()  # follows config updates that add or drop origins
-                res = self.engine.expire()
-                ops = list(res.ops)
-                if self.engine.is_leader:
-                    ops += self.engine.due()
-                    if ops:
-                        self.host.propose_nowait(encode_entry(ops))
-                    if self.engine.sweep_from and (self._sweep is None or self._sweep.done()):
-                        self._sweep = asyncio.get_running_loop().create_task(
-                            self._sweep_loop())
-            except APIError:
-                # lost leadership between the check and the proposal, or raft dropped it
-                if self.engine.is_leader:
-                    self.engine.restart_projection()
-            except Exception:
-                log.exception("stream upkeep failed on %s", self.host.name)
-            try:
-                self.group.storage.maybe_sync()  # an idle log is synced within its interval too
-            except Exception:
-                log.exception("raft log sync failed on %s", self.host.name)
-            try:
-                self._update_metrics()
-            except Exception:
-                log.exception("stream metrics failed on %s", self.host.name)
+            self._upkeep_wake.clear()
+            self._upkeep_once()
+            wait = self._seconds_to_upkeep()
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._upkeep_wake.wait(), wait)
+
+    def _seconds_to_upkeep(self) -> float | None:
+        """Seconds until the next upkeep has work (0: now), None when nothing is due."""
+        engine = self.engine
+        waits = [self.group.storage.seconds_to_sync()]
+        if (due := engine.next_upkeep_ns()) is not None:
+            waits.append((due - engine.clock.now_ns()) / 1e9)
+        if engine.is_leader and engine.sweep_from:
+            waits.append(0.0)
+        waits = [w for w in waits if w is not None]
+        return max(0.0, min(waits)) if waits else None
+
+    def _upkeep_once(self) -> None:
+        self._upkeep_passes += 1
+        try:
+            self._pump.update()  # follows config updates that add or drop origins
+            res = self.engine.expire()
+            ops = list(res.ops)
+            if self.engine.is_leader:
+                ops += self.engine.due()
+                if ops:
+                    self.host.propose_nowait(encode_entry(ops))
+                if self.engine.sweep_from and (self._sweep is None or self._sweep.done()):
+                    self._sweep = asyncio.get_running_loop().create_task(self._sweep_loop())
+        except APIError:
+            # lost leadership between the check and the proposal, or raft dropped it
+            if self.engine.is_leader:
+                self.engine.restart_projection()
+        except Exception:
+            log.exception("stream upkeep failed on %s", self.host.name)
+        try:
+            self.group.storage.maybe_sync()  # an idle log is synced within its interval too
+        except Exception:
+            log.exception("raft log sync failed on %s", self.host.name)
+        try:
+            self._update_metrics()
+        except Exception:
+            log.exception("stream metrics failed on %s", self.host.name)
 
     async def _sweep_loop(self) -> None:
         """Remove what a removed consumer of an interest stream held, one bounded step at
@@ -246,9 +270,11 @@ class StreamReplica:
         st = self.group.status()
         st["writable"] = self.engine.is_leader
         st["last_seq"] = self.engine.last_seq
+        st["messages"] = self.machine.store.fast_state().msgs  # this replica's own count
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
         st["store_copy"] = dict(self._copy.stats)
+        st["upkeep_passes"] = self._upkeep_passes  # an idle replica's count stands still
         # what the file store's last open replayed (index files and checkpoint cover the rest)
         st["store_recovery"] = dict(getattr(self.machine.store, "recovery", None) or {})
         return st

@@ -30,6 +30,12 @@ class DedupTable:
             del ids[msg_id]  # keep insertion order == timestamp order
         ids[msg_id] = (seq, ts)
 
+    def oldest_ts(self) -> int | None:
+        """The timestamp of the oldest id kept (None when empty)."""
+        for _seq, ts in self._ids.values():
+            return ts
+        return None
+
     def prune(self, now: int, window_ns: int) -> int:
         """Forget ids older than the window; returns how many were dropped."""
         cutoff = now - window_ns

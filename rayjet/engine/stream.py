@@ -842,6 +842,19 @@ class StreamEngine:
                                                     F_MARKER, 0, "", size, None, 0)))
         return res
 
+    def next_upkeep_ns(self) -> int | None:
+        """When :meth:`expire` (and on the leader :meth:`due`) next has work to do: the
+        earliest max_age or TTL expiry, msg id leaving the duplicate window, or schedule
+        firing; at once for delete markers waiting to be proposed. None: nothing is due
+        until something is stored, so an idle replica needs no timer."""
+        if self._markers:
+            return 0
+        due = [t for t in (self.store.next_expiry_ns(),
+                           self.schedules.next_due() if self._leader else 0) if t]
+        if self._window_ns and (oldest := self.dedup.oldest_ts()) is not None:
+            due.append(oldest + self._window_ns + 1)  # kept while ts >= now - window
+        return min(due, default=None)
+
     def due(self, now: int | None = None) -> list[MsgOp]:
         """Leader: the ops publishing every schedule due at ``now`` to its target."""
         self.require_leader()

@@ -181,6 +181,13 @@ class FileLogStorage:
                 self._clock.monotonic_ns() - self._last_sync >= self._interval_ns:
             self.sync()
 
+    def seconds_to_sync(self) -> float | None:
+        """Seconds until :meth:`maybe_sync` has work (0: now), None when nothing waits."""
+        if not self._dirty or self._interval_ns is None:
+            return None
+        left = self._last_sync + self._interval_ns - self._clock.monotonic_ns()
+        return max(0.0, left / 1e9)
+
     def sync(self) -> None:
         """Make every write so far durable (fsync)."""
         if self._dirty:
@@ -329,6 +336,9 @@ class MemoryLog(MemoryLogStorage):
 
     def maybe_sync(self) -> None:
         pass
+
+    def seconds_to_sync(self) -> float | None:
+        return None
 
     def sync(self) -> None:
         pass

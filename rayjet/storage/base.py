@@ -373,6 +373,17 @@ class BaseStore:
         self._commit()
         return n
 
+    def next_expiry_ns(self) -> int | None:
+        """When the oldest message reaches max_age or the next TTL ends (ns), None when no
+        message will expire: an idle stream's upkeep sleeps until then. Never late; early
+        when a TTL was cut short by a removal."""
+        idx = self._idx
+        due = self._ttl_heap[0][0] if self._ttl_heap else None
+        if self._max_age_ns and idx.msgs:
+            aged = idx.ts[idx.first - idx.base] + self._max_age_ns
+            due = aged if due is None else min(due, aged)
+        return due
+
     def _expire(self, now: int) -> int:
         idx = self._idx
         markers: list[str] = []

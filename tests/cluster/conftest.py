@@ -7,13 +7,15 @@ import itertools
 import pytest
 
 import rayjet
+from tests.replicas import hosting_for_tests
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="session")
 def js(ray_session, tmp_path_factory):
-    conn = rayjet.connect(data_dir=tmp_path_factory.mktemp("rayjet-data"), timeout=20)
+    conn = rayjet.connect(data_dir=tmp_path_factory.mktemp("rayjet-data"), timeout=20,
+                          hosting=hosting_for_tests())
     yield conn
     conn.close()
 

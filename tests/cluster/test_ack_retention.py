@@ -19,8 +19,8 @@ import pytest
 import ray
 
 from rayjet import AckPolicy, RetentionPolicy, StorageType
-from rayjet.actors.names import NAMESPACE, consumer_actor_name
 from tests.cluster.test_faults import leader_id, replica_handles
+from tests.replicas import consumer_replicas, kill, pid, process_of
 
 N = 300
 BATCH = 30
@@ -34,9 +34,7 @@ def unacked_for(name: str) -> set[int]:
 
 
 def consumer_handles(js, stream, name):
-    ca = js._meta_call("consumer_assignment", stream, name)
-    return {rid: ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE)
-            for rid, _node in ca["peers"]}
+    return consumer_replicas(js, stream, name)
 
 
 def consumer_statuses(js, stream, name):
@@ -153,14 +151,14 @@ def test_acks_reach_the_stream_across_leader_kills(js, stream_name, retention, f
             expected |= unacked_for(name)
             sub = js.pull_subscribe(durable=name, stream=s)
 
-            def kill(name=name):
+            def kill_leader(name=name):
                 if fault == "stream_leader":
                     victim = replica_handles(js, s)[leader_id(js, s)]
                 else:
                     victim = consumer_handles(js, s, name)[consumer_leader(js, s, name)]
-                ray.kill(victim, no_restart=False)
+                kill(victim)
 
-            ack_all_but(js, s, name, sub, kill=kill, sync=fault == "consumer_leader")
+            ack_all_but(js, s, name, sub, kill=kill_leader, sync=fault == "consumer_leader")
             sub.unsubscribe()
         wait_stream_holds(js, s, expected)
     finally:
@@ -187,16 +185,20 @@ def test_consumer_followers_hold_no_acks(js, stream_name):
 def test_consumer_answers_while_its_stream_leader_is_paused(js, stream_name):
     s = stream_name
     make_stream(js, s, RetentionPolicy.WORK_QUEUE)
-    pid = None
+    paused = None
     try:
         sub = js.pull_subscribe(durable="C0", stream=s)
         [m] = sub.fetch(1, timeout=5)
         js.consumer_info(s, "C0")  # a pending count to fall back on
         handle = replica_handles(js, s)[leader_id(js, s)]
-        pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
-        chandles = consumer_handles(js, s, "C0")
-        cleader = chandles[consumer_leader(js, s, "C0")]
-        os.kill(pid, signal.SIGSTOP)
+        # consumer replicas sharing the paused process (a replica host) pause with it
+        chandles = {rid: h for rid, h in consumer_handles(js, s, "C0").items()
+                    if process_of(h) != process_of(handle)}
+        cleader = chandles.get(consumer_leader(js, s, "C0"))
+        if cleader is None:
+            pytest.skip("the consumer's leader shares the stream leader's replica host")
+        paused = pid(handle, timeout=10)
+        os.kill(paused, signal.SIGSTOP)
         m.ack()  # its forward to the paused stream leader waits
         sub.acks.flush()
         t0 = time.monotonic()
@@ -214,8 +216,8 @@ def test_consumer_answers_while_its_stream_leader_is_paused(js, stream_name):
         assert len(done) == len(infos)  # each answered (from the last pending count)
         assert ray.get(infos[-1])["ack_floor"]["stream_seq"] == 1
     finally:
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)
+        if paused is not None:
+            os.kill(paused, signal.SIGCONT)
         js.delete_stream(s)
 
 
@@ -302,7 +304,7 @@ def test_deleting_a_consumer_sweeps_what_nobody_needs(js, stream_name):
                 acked.add(m.metadata.sequence.stream)
         sub.unsubscribe()
         js.delete_consumer(s, "C0")
-        ray.kill(replica_handles(js, s)[leader_id(js, s)], no_restart=False)
+        kill(replica_handles(js, s)[leader_id(js, s)])
         wanted_by_c1 = {seq for seq in range(1, N + 1) if seq % 2 == 0}  # seq = i + 1
         wait_stream_holds(js, s, wanted_by_c1 - acked)
     finally:

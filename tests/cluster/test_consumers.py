@@ -7,11 +7,10 @@ import threading
 import time
 
 import pytest
-import ray
 
 from rayjet import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType
-from rayjet.actors.names import NAMESPACE, consumer_actor_name
 from rayjet.errors import BadRequestError, ConsumerNotFoundError, NoMessagesError
+from tests.replicas import consumer_replicas, kill
 
 
 def row(info):
@@ -189,10 +188,8 @@ def test_consumer_actor_killed_mid_stream_loses_no_ack(js, orders):
     for m in sub.fetch(20, timeout=5):
         m.ack_sync()
         acked.add(m.data)
-    ca = js._meta_call("consumer_assignment", s, "KILLME")
-    for rid, _node in ca["peers"]:
-        ray.kill(ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE),
-                 no_restart=False)
+    for handle in consumer_replicas(js, s, "KILLME").values():
+        kill(handle)
     rest = []
     deadline = time.monotonic() + 60
     while len(rest) < 20 and time.monotonic() < deadline:
@@ -216,10 +213,8 @@ def test_advance_consumer_survives_killed_replicas(js, stream_name):
     info = js.advance_consumer(s, "CURSOR", 2500)
     # 1667 of the first 2500 sequences are on .a (those not divisible by 3)
     assert row(info) == ("1667/2500", "1667/2500", 0, 0, 333)
-    ca = js._meta_call("consumer_assignment", s, "CURSOR")
-    for rid, _node in ca["peers"]:
-        ray.kill(ray.get_actor(consumer_actor_name(ca["group"], rid), namespace=NAMESPACE),
-                 no_restart=False)
+    for handle in consumer_replicas(js, s, "CURSOR").values():
+        kill(handle)
     sub = js.pull_subscribe(f"{s}.a", durable="CURSOR", stream=s)
     deadline = time.monotonic() + 60
     while True:

@@ -10,14 +10,13 @@ import pytest
 import ray
 
 from rayjet import StorageType
-from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.errors import ServiceUnavailableError
+from tests.replicas import kill, stream_replicas
 
 
 def replica_handles(js, name):
-    assignment, _ = js._stream(name, refresh=True)
-    return {rid: ray.get_actor(stream_actor_name(assignment["group"], rid), namespace=NAMESPACE)
-            for rid, _node in assignment["peers"]}
+    js._stream(name, refresh=True)
+    return stream_replicas(js, name)
 
 
 def leader_id(js, name):
@@ -58,7 +57,7 @@ def test_killing_the_leader_loses_no_acked_message(js, stream_name):
         for i in range(120):
             if i in (30, 60, 90):
                 victim = leader_id(js, name)
-                ray.kill(replica_handles(js, name)[victim], no_restart=False)
+                kill(replica_handles(js, name)[victim])
                 kills += 1
             data = b"msg-%d" % i
             ack = js.publish(f"{name}.a", data, headers={"Nats-Msg-Id": f"id-{i}"}, timeout=30)
@@ -86,7 +85,7 @@ def test_a_stream_without_quorum_refuses_writes_instead_of_hanging(js, stream_na
         leader = leader_id(js, name)
         followers = [rid for rid in handles if rid != leader]
         for rid in followers:
-            ray.kill(handles[rid], no_restart=True)
+            kill(handles[rid], restart=False)
         with pytest.raises(ServiceUnavailableError):
             js.publish(f"{name}.a", b"after", timeout=3)
     finally:

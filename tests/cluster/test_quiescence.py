@@ -10,6 +10,7 @@ import ray
 
 from rayjet import StorageType
 from tests.cluster.test_faults import leader_id, replica_handles, wait_replicas_equal
+from tests.replicas import kill, pid
 
 
 def statuses(js, name):
@@ -64,11 +65,35 @@ def test_an_idle_group_goes_quiet_and_sends_nothing(js, stream_name, drop_new_st
     wait_quiet(js, name)
 
 
+def test_a_quiet_group_expires_messages_on_time_then_sleeps(js, stream_name,
+                                                            drop_new_streams):
+    """Each replica expires by its own clock, so a quiet group drops aged messages with no
+    raft traffic; afterwards nothing is due and an idle replica's upkeep stops running."""
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE,
+                  max_age=2.0, duplicate_window=1.0)
+    for i in range(3):
+        js.publish(f"{name}.a", b"%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
+    quiet = wait_quiet(js, name)
+    deadline = time.monotonic() + 30
+    while True:
+        sts = statuses(js, name)
+        if all(st["messages"] == 0 for st in sts.values()):
+            break
+        assert time.monotonic() < deadline, {r: st["messages"] for r, st in sts.items()}
+        time.sleep(0.2)
+    assert sent(sts) == sent(quiet)  # expired while quiet
+    time.sleep(3.0)  # three upkeep periods of a replica that polls
+    later = statuses(js, name)
+    assert {r: later[r]["upkeep_passes"] - sts[r]["upkeep_passes"] for r in sts} == \
+        {r: 0 for r in sts}, "an idle replica kept running its upkeep"
+
+
 def test_a_quiet_group_replaces_its_killed_leader(js, stream_name, drop_new_streams):
     name = stream_name
     quiet_stream(js, name, 5)
     old = leader_id(js, name)
-    ray.kill(replica_handles(js, name)[old], no_restart=False)
+    kill(replica_handles(js, name)[old])
     ack = publish_retrying(js, f"{name}.a", b"after", "after")
     assert ack.seq == 6
     wait_replicas_equal(js, name, 6)
@@ -80,7 +105,7 @@ def test_a_quiet_groups_killed_follower_catches_up(js, stream_name, drop_new_str
     lead = leader_id(js, name)
     follower = next(r for r in replica_handles(js, name) if r != lead)
     handle = replica_handles(js, name)[follower]
-    ray.kill(handle, no_restart=False)
+    kill(handle)
     for i in range(5, 10):
         publish_retrying(js, f"{name}.a", b"%d" % i, f"n{i}")
     deadline = time.monotonic() + 60
@@ -106,8 +131,8 @@ def test_a_quiet_group_whose_leader_is_paused_elects_another(js, stream_name,
     quiet_stream(js, name, 3)
     lead = leader_id(js, name)
     handle = replica_handles(js, name)[lead]
-    pid = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=30)
-    os.kill(pid, signal.SIGSTOP)
+    paused = pid(handle)
+    os.kill(paused, signal.SIGSTOP)
     try:
         ack = publish_retrying(js, f"{name}.a", b"while paused", "paused", timeout=90)
         assert ack.seq == 4
@@ -115,5 +140,5 @@ def test_a_quiet_group_whose_leader_is_paused_elects_another(js, stream_name,
         roles = {r: ray.get(h.status.remote(), timeout=30)["role"] for r, h in others.items()}
         assert "Leader" in roles.values(), roles
     finally:
-        os.kill(pid, signal.SIGCONT)
+        os.kill(paused, signal.SIGCONT)
     wait_replicas_equal(js, name, 4)

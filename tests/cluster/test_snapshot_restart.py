@@ -21,6 +21,8 @@ SCRIPT = textwrap.dedent("""
     import ray, rayjet
     from rayjet import StorageType
     from tests.cluster.test_faults import leader_id, replica_contents, replica_handles
+    from tests.replicas import hosting_for_tests, kill
+    from tests.replicas import pid as replica_pid
 
     ray.init(address="local", num_cpus=2, namespace="rayjet", log_to_driver=False,
              include_dashboard=False)
@@ -39,13 +41,13 @@ SCRIPT = textwrap.dedent("""
             time.sleep(0.2)
 
     def pid_of(handle):
-        return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
+        return replica_pid(handle, timeout=10)
 
     def restart(handle):
         # kill the process; return once Ray's restarted one answers (ray.kill does not
         # wait for the old process to go)
         old = pid_of(handle)
-        ray.kill(handle, no_restart=False)
+        kill(handle)
         deadline = time.monotonic() + 90
         while True:
             try:
@@ -56,7 +58,7 @@ SCRIPT = textwrap.dedent("""
             assert time.monotonic() < deadline, "the replica was not restarted"
             time.sleep(0.2)
 
-    with rayjet.connect(data_dir=str(data_dir), timeout=30) as js:
+    with rayjet.connect(data_dir=str(data_dir), timeout=30, hosting=hosting_for_tests()) as js:
         js.add_stream(name="SNAP", subjects=["snap.*"], num_replicas=3,
                       storage=StorageType.FILE)
         for i in range(10):

@@ -11,6 +11,7 @@ import ray
 from rayjet import StorageType, StreamConfig
 from rayjet.errors import APIError, NotFoundError, StreamSealedError
 from tests.cluster.test_faults import leader_id, replica_handles
+from tests.replicas import kill
 
 
 def wait_until(predicate, timeout=20.0, what="condition"):
@@ -147,7 +148,7 @@ def test_republished_messages_reach_a_subscription(js, make, stream_name):
     # the leader dies: the subscription follows the new one and goes on
     old = leader_id(js, s)
     survivors = {r: h for r, h in replica_handles(js, s).items() if r != old}
-    ray.kill(replica_handles(js, s)[old], no_restart=False)
+    kill(replica_handles(js, s)[old])
 
     def new_leader() -> bool:
         states = [ray.get(h.status.remote(), timeout=30) for h in survivors.values()]

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from rayjet.placement import CLUSTER_LABEL
+from tests.replicas import hosting_for_tests
 
 UNIQUE_TAG = "az"
 LAYOUT: dict[str, dict[str, str]] = {
@@ -109,7 +110,8 @@ def mn(tmp_path_factory):
     try:
         state.add(*LAYOUT)
         state.js = rayjet.connect(address=cluster.address,
-                                  data_dir=tmp_path_factory.mktemp("rayjet-data"), timeout=20)
+                                  data_dir=tmp_path_factory.mktemp("rayjet-data"), timeout=20,
+                                  hosting=hosting_for_tests())
         yield state
     finally:
         if state.js is not None:

@@ -10,7 +10,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.host import find_replica
+from rayjet.actors.names import stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import APIError
 from tests.multinode.conftest import wait_for
@@ -49,8 +50,7 @@ def all_placed(js, name: str, replicas: int) -> dict[str, dict[str, str]] | None
 
 def handles(js, name: str) -> dict[str, Any]:
     a = assignment(js, name)
-    return {rid: ray.get_actor(stream_actor_name(a["group"], rid), namespace=NAMESPACE)
-            for rid, _node in a["peers"]}
+    return {rid: find_replica(stream_actor_name(a["group"], rid)) for rid, _node in a["peers"]}
 
 
 def statuses(js, name: str, timeout: float = 2.0) -> dict[str, dict | None]:

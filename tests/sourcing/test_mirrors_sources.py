@@ -9,18 +9,17 @@ import ray
 from ray.exceptions import RayError
 
 from rayjet import StorageType
-from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.api import headers as H
 from rayjet.api.stream import StreamSource, SubjectTransformConfig
 from rayjet.errors import APIError, InvalidConfigError
+from tests.replicas import kill, stream_replicas
 
 MEM = StorageType.MEMORY
 
 
 def handles(js, name):
-    assignment, _ = js._stream(name, refresh=True)
-    return {rid: ray.get_actor(stream_actor_name(assignment["group"], rid), namespace=NAMESPACE)
-            for rid, _node in assignment["peers"]}
+    js._stream(name, refresh=True)
+    return stream_replicas(js, name)
 
 
 def leader(js, name, timeout=30.0):
@@ -176,7 +175,7 @@ def test_killing_leaders_mid_copy_loses_and_duplicates_nothing(js, stream_name, 
     # the copying side's leaders die mid-copy, then the origin's
     for victim in (m, s, o):
         _rid, h = leader(js, victim)
-        ray.kill(h, no_restart=False)
+        kill(h)
     js.publish_batch([(f"{o}.b", b"late%d" % i) for i in range(500)])
     wait_for(same_as_origin(js, m, o), timeout=60, what="mirror == origin")
 
@@ -201,7 +200,7 @@ def test_origin_unreachable_then_back_and_recreated(js, stream_name, cleanup):
     wait_for(same_as_origin(js, m, o), what="first copy")
     # the origin's only replica goes away; its disk keeps the messages
     (h,) = handles(js, o).values()
-    ray.kill(h, no_restart=True)
+    kill(h, restart=False)
     # the copies fail and retry until the replica is back; the meta leader's reconciliation
     # re-creates it within seconds (adding the same stream again does it at once)
     js._meta_call("add_stream", js._stream(o)[0]["config"])
