@@ -19,8 +19,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# the suite, then the replica-lifecycle suites again with the other hosting (streams in
+# shared hosts; buckets in dedicated actors), then the multi-node suite
 test: lint
 	$(BIN)/python -m pytest
+	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest tests/cluster tests/sourcing
+	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
 
 clean:

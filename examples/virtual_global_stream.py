@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import time
 
-import ray
-
 import rayjet
 from rayjet import StreamConfig
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.names import stream_actor_name
+from rayjet.actors.replica_lifecycle import stop_replica
 from rayjet.api.stream import Placement, StreamSource
 from rayjet.client.regions import regional
 from rayjet.placement import CLUSTER_LABEL
@@ -77,8 +76,7 @@ def region_down(js, region: str, prefix: str = "foo") -> None:
     the other regions: the stream cannot be read)."""
     assignment, _ = js._stream(f"{prefix}-write-{region}", refresh=True)
     for rid, _node in assignment["peers"]:
-        ray.kill(ray.get_actor(stream_actor_name(assignment["group"], rid),
-                               namespace=NAMESPACE), no_restart=True)
+        stop_replica(stream_actor_name(assignment["group"], rid))
 
 
 def region_up(js, region: str, prefix: str = "foo") -> None:

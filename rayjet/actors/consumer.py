@@ -745,6 +745,10 @@ class ConsumerReplica:
         await self._stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    async def shutdown(self) -> None:
+        """Stop and keep the data (the replica starts again from it)."""
+        await self._stop("Server Shutdown")
+
     async def _stop(self, why: str = "Consumer Deleted") -> None:
         for task in (self._timer, self._ack_task, self._metrics_task):
             if task is not None:

@@ -293,6 +293,18 @@ class ReplicaHost:
             await replica.destroy()
         return True
 
+    async def stop_replica(self, name: str) -> bool:
+        """Stop replica ``name`` and keep its data and its place here, as a dedicated
+        replica actor killed for good is until it is created again: the meta's
+        reconciliation (or a host restart) starts it again from its disk."""
+        self._ensure_restored()
+        replica = self.replicas.pop(name, None)
+        if replica is None:
+            return False
+        with contextlib.suppress(Exception):
+            await replica.shutdown()
+        return True
+
     async def names(self) -> list[str]:
         self._ensure_restored()
         return sorted(self.replicas)

@@ -34,7 +34,7 @@ from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
-from rayjet.meta.catalogue import encode_meta_op
+from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
 from rayjet.raft import Message
 from rayjet.replication import FileLogStorage, GroupOptions, ReplicaGroup
@@ -191,6 +191,7 @@ class MetaMember:
 
     async def _update_stream(self, cfg: StreamConfig) -> StreamAssignment:
         old = self.catalogue.stream(cfg.name)
+        cfg = resolve_hosting(cfg, old.config.hosting)  # unset: the stream keeps its own
         peers = old.peers
         voters, learners = await lifecycle.leftover_members(old)
         if voters or learners:

@@ -417,6 +417,17 @@ async def _stop(handle: Any) -> None:
     await asyncio.to_thread(ray.kill, handle, no_restart=True)
 
 
+def stop_replica(name: str) -> None:
+    """Stop replica ``name`` and keep its disk, as when its server goes down: a dedicated
+    actor is killed for good, a hosted replica leaves its host. Either way the meta
+    leader's reconciliation starts it again from its disk. Blocking."""
+    handle = find_replica(name)
+    if isinstance(handle, HostedHandle):
+        ray.get(handle.host.stop_replica.remote(name), timeout=PING_TIMEOUT * 6)
+    else:
+        ray.kill(handle, no_restart=True)
+
+
 async def destroy_replicas(names: list[str]) -> None:
     """Stop each named replica actor, delete its data, and kill it for good."""
     for name in names:

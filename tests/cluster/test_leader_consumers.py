@@ -3,12 +3,14 @@ the same consumer API, and gone with that leader (ordered ones re-create themsel
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 import ray
 
 from rayjet import ConsumerConfig, StreamConfig
+from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.host import find_replica
 from rayjet.actors.names import stream_actor_name
 from rayjet.api import AckPolicy, DeliverPolicy, RetentionPolicy
@@ -25,8 +27,8 @@ pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
 def consumer_actors(name: str) -> list[str]:
     """Named consumer actors of consumer ``name`` (their names carry its raft group)."""
-    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-            if a["name"].startswith("rayjet.consumer") and f"-{name}-" in a["name"]]
+    running = asyncio.run(lifecycle.running_replicas())  # dedicated or hosted
+    return [n for n in running if n.startswith("rayjet.consumer") and f"-{name}-" in n]
 
 
 def leader_handle(js, stream):

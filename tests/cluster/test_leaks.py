@@ -4,6 +4,7 @@ meta leader's reconciliation."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -11,13 +12,14 @@ from pathlib import Path
 import ray
 
 from rayjet import ConsumerConfig, StorageType, StreamConfig
+from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
 from tests.cluster.test_faults import replica_handles, wait_replicas_equal
 
 
 def _live_names(prefix):
-    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                  if a["namespace"] == NAMESPACE and a["name"].startswith(prefix))
+    """Replicas that run, dedicated or hosted, whose names start with ``prefix``."""
+    return sorted(n for n in asyncio.run(lifecycle.running_replicas()) if n.startswith(prefix))
 
 
 def _wait(what, check, timeout=60.0):

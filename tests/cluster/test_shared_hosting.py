@@ -104,16 +104,20 @@ def test_a_shared_stream_and_its_consumers_run_in_hosts(js, stream_name):
 
 def test_hosting_defaults_and_rules(js, stream_name, ray_session, tmp_path):
     name = stream_name
-    assert js.add_stream(name=name, subjects=[f"{name}.>"]).config.hosting is None
-    with pytest.raises(InvalidConfigError):
-        js.update_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
-    with pytest.raises(InvalidConfigError):
-        js.add_stream(name=name + "X", subjects=[f"{name}x.>"], hosting="everywhere")
-    kv = js.create_key_value(bucket=name + "KV")
-    assert js.stream_info(f"KV_{name}KV").config.hosting == "shared"
-    kv.put("k", b"v")
-    assert kv.get("k").value == b"v"
-    assert js.create_key_value(bucket=name + "KV").get("k").value == b"v"  # same bucket
+    plain = rayjet.connect(data_dir=js.data_dir)  # rayjet's defaults, whatever the suite's
+    try:
+        assert plain.add_stream(name=name, subjects=[f"{name}.>"]).config.hosting is None
+        with pytest.raises(InvalidConfigError):
+            plain.update_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
+        with pytest.raises(InvalidConfigError):
+            plain.add_stream(name=name + "X", subjects=[f"{name}x.>"], hosting="everywhere")
+        kv = plain.create_key_value(bucket=name + "KV")
+        assert js.stream_info(f"KV_{name}KV").config.hosting == "shared"
+        kv.put("k", b"v")
+        assert kv.get("k").value == b"v"
+        assert plain.create_key_value(bucket=name + "KV").get("k").value == b"v"  # same one
+    finally:
+        plain.close()
     dedicated = rayjet.connect(data_dir=js.data_dir, hosting="dedicated")
     try:
         dedicated.create_key_value(bucket=name + "KD")

@@ -10,7 +10,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from rayjet.actors.host import find_replica
+from rayjet.actors.host import find_replica, hosted_on
 from rayjet.actors.names import stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import APIError
@@ -24,7 +24,13 @@ def assignment(js, name: str) -> dict[str, Any]:
 def replica_nodes(js, name: str) -> dict[str, str]:
     """Replica id -> node id of every replica actor of ``name`` that is alive now."""
     a = assignment(js, name)
-    wanted = {stream_actor_name(a["group"], rid): rid for rid, _node in a["peers"]}
+    wanted = {}  # the actor running each replica (its own, or its host) -> replica id
+    for rid, _node in a["peers"]:
+        replica = stream_actor_name(a["group"], rid)
+        try:
+            wanted[hosted_on(replica) or replica] = rid
+        except Exception:  # noqa: BLE001 - the control store is restarting: not yet
+            continue
     # the GCS actor table (the state API would need the dashboard, which these nodes skip)
     out = {}
     for info in ray._private.state.actors().values():
