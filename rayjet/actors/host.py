@@ -36,6 +36,7 @@ from rayjet.errors import BadRequestError
 log = logging.getLogger(__name__)
 
 KV_NAMESPACE = "rayjet.hosted"  # replica name -> host actor name
+ARRIVAL_GRACE = 5.0  # seconds a call waits for a replica placed here whose place has not run
 
 
 class NotHostedError(ValueError):
@@ -138,8 +139,9 @@ class HostPost:
                 if not missing:
                     return
                 names: set[str] | None = set(missing)
-            elif isinstance(exc, ray.exceptions.RayActorError):
-                names = None
+            elif isinstance(exc, (ray.exceptions.RayActorError,
+                                  ray.exceptions.ActorUnschedulableError)):
+                names = None  # the host died, or its node is gone
             else:
                 return
             with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
@@ -187,6 +189,7 @@ class ReplicaHost:
         self.replicas: dict[str, Any] = {}
         self._restored = False
         self._starting: set[asyncio.Task] = set()
+        self._arrivals: dict[str, asyncio.Event] = {}  # calls waiting for a place to run
         start_when_restarted(host_name)  # restores every replica it ran
 
     # -- what runs here -----------------------------------------------------------------------
@@ -241,6 +244,24 @@ class ReplicaHost:
         cls = {"stream": StreamReplica, "consumer": ConsumerReplica}[kind]
         replica = cls(*args, **kwargs)
         self.replicas[name] = replica
+        arrived = self._arrivals.pop(name, None)
+        if arrived is not None:
+            arrived.set()
+        return replica
+
+    async def _hosted(self, name: str) -> Any:
+        """Replica ``name``. An async actor's calls may run out of submission order, so a
+        call can come before the ``place`` that preceded it: when the hosted-name table says
+        the replica is ours, wait a little for it."""
+        replica = self.replicas.get(name)
+        if replica is None and await asyncio.to_thread(hosted_on, name) == self.name:
+            arrived = self._arrivals.setdefault(name, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arrived.wait(), ARRIVAL_GRACE)
+            replica = self.replicas.get(name)
+        if replica is None:
+            self._arrivals.pop(name, None)
+            raise NotHostedError(f"host {self.name} runs no replica {name!r}")
         return replica
 
     async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
@@ -256,9 +277,7 @@ class ReplicaHost:
 
     async def call(self, name: str, method: str, args: tuple, kwargs: dict) -> Any:
         self._ensure_restored()
-        replica = self.replicas.get(name)
-        if replica is None:
-            raise NotHostedError(f"host {self.name} runs no replica {name!r}")
+        replica = await self._hosted(name)
         call = None if method.startswith("_") else getattr(replica, method, None)
         if call is None:
             raise BadRequestError(f"a hosted replica has no method {method!r}")

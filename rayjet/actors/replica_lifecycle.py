@@ -290,8 +290,9 @@ def _selects(value: str | None, want: str) -> bool:
 
 def live_node_for(node: str | None, config: StreamConfig | None) -> str:
     """``node`` while it is alive; else an alive node that fits the placement's labels (a
-    dead node's replicas, or every node id after Ray restarted on the same data dir), this
-    process's node when none is known to fit."""
+    dead node's replicas, or every node id after Ray restarted on the same data dir),
+    preferring this process's node. Raises ClusterNoPeersError when no alive node fits: a
+    replica of a region whose nodes are all gone waits for one to come back."""
     alive = node_labels()
     if node in alive:
         return node
@@ -300,7 +301,10 @@ def live_node_for(node: str | None, config: StreamConfig | None) -> str:
     here = ray.get_runtime_context().get_node_id()
     fitting = [n for n, labels in alive.items()
                if all(_selects(labels.get(k), v) for k, v in need.items())]
-    return here if here in fitting or not fitting else sorted(fitting)[0]
+    if not fitting:
+        raise ClusterNoPeersError(
+            f"no alive node fits the placement {need} of a replica whose node is gone")
+    return here if here in fitting else sorted(fitting)[0]
 
 
 def host_index(replica_name: str, pool: int) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError, RayTaskError
 
 from rayjet.actors.host import HostedHandle, NotHostedError, find_replica, post_to_host
 from rayjet.actors.names import (
@@ -101,7 +101,8 @@ class GroupRouter:
                 self.leader = hint
                 return True
             return hint == rid  # the leader is still catching up: ask it again shortly
-        # a dead or restarting replica: its handle may be stale
+        # a dead or restarting replica (or one whose host's node is gone, so the call never
+        # ran): its handle may be stale
         self._handles.pop(rid, None)
         if isinstance(err, RayActorError) and not retry_unknown:
             raise ServiceUnavailableError(
@@ -136,7 +137,8 @@ class GroupRouter:
                     if not any_replica:
                         self.leader = rid
                     return result
-                except (TimeoutError, NotLeaderError, RayActorError, ValueError) as err:
+                except (TimeoutError, NotLeaderError, RayActorError, ActorUnschedulableError,
+                        ValueError) as err:
                     last = err
                     if self._failed(rid, err, retry_unknown, attempt_timeout):
                         break
@@ -162,7 +164,8 @@ class GroupRouter:
                     result = await acall(getattr(h, method).remote(*args, **kwargs), wait)
                     self.leader = rid
                     return result
-                except (TimeoutError, NotLeaderError, RayActorError, ValueError) as err:
+                except (TimeoutError, NotLeaderError, RayActorError, ActorUnschedulableError,
+                        ValueError) as err:
                     last = err
                     if self._failed(rid, err, retry_unknown, attempt_timeout):
                         break
@@ -291,7 +294,8 @@ class PeerSender:
                 return
             exc = fut.exception()
             # the actor died, or its host no longer runs it (moved, removed): look it up again
-            if not (isinstance(exc, RayActorError) or isinstance(unwrap(exc), NotHostedError)):
+            if not (isinstance(exc, (RayActorError, ActorUnschedulableError))
+                    or isinstance(unwrap(exc), NotHostedError)):
                 return
             if loop is None:
                 self._failed(peer, handle)
