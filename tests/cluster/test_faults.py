@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -11,7 +13,7 @@ import ray
 
 from rayjet import StorageType
 from rayjet.errors import ServiceUnavailableError
-from tests.replicas import kill, stream_replicas
+from tests.replicas import kill, pid, stream_replicas
 
 
 def replica_handles(js, name):
@@ -83,11 +85,16 @@ def test_a_stream_without_quorum_refuses_writes_instead_of_hanging(js, stream_na
         js.publish(f"{name}.a", b"before")
         handles = replica_handles(js, name)
         leader = leader_id(js, name)
-        followers = [rid for rid in handles if rid != leader]
-        for rid in followers:
-            kill(handles[rid], restart=False)
-        with pytest.raises(ServiceUnavailableError):
-            js.publish(f"{name}.a", b"after", timeout=3)
+        # paused, not killed: nothing re-creates them, so the quorum stays lost
+        paused = [pid(handles[rid]) for rid in handles if rid != leader]
+        for p in paused:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            with pytest.raises(ServiceUnavailableError):
+                js.publish(f"{name}.a", b"after", timeout=3)
+        finally:
+            for p in paused:
+                os.kill(p, signal.SIGCONT)
     finally:
         js.delete_stream(name)
 
