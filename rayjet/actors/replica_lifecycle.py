@@ -30,7 +30,13 @@ from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_o
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
-from rayjet.errors import APIError, ClusterNoPeersError, NotLeaderError, ServiceUnavailableError
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ClusterNoPeersError,
+    NotLeaderError,
+    ServiceUnavailableError,
+)
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
 from rayjet.placement import (
     CLUSTER_LABEL,
@@ -424,8 +430,12 @@ async def _stop(handle: Any) -> None:
 def stop_replica(name: str) -> None:
     """Stop replica ``name`` and keep its disk, as when its server goes down: a dedicated
     actor is killed for good, a hosted replica leaves its host. Either way the meta
-    leader's reconciliation starts it again from its disk. Blocking."""
-    handle = find_replica(name)
+    leader's reconciliation starts it again from its disk. Blocking; BadRequestError
+    when no replica of that name runs."""
+    try:
+        handle = find_replica(name)
+    except ValueError:
+        raise BadRequestError(f"no replica named {name!r} runs") from None
     if isinstance(handle, HostedHandle):
         ray.get(handle.host.stop_replica.remote(name), timeout=PING_TIMEOUT * 6)
     else:

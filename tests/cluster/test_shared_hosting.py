@@ -258,3 +258,8 @@ def test_a_paused_host_holds_up_none_of_its_groups(js, stream_name):
             assert time.monotonic() < deadline, seqs
             time.sleep(0.2)
         assert stored(js, name) == {b"0": 1, b"1": 1, b"2": 1, b"while paused": 1}
+
+
+def test_stopping_a_replica_that_does_not_run_is_a_bad_request(js):
+    with pytest.raises(BadRequestError):
+        lifecycle.stop_replica("rayjet.stream.NOSUCHGROUP-1.r0")

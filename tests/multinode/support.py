@@ -10,11 +10,12 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from rayjet.actors.host import find_replica, hosted_on
+from rayjet.actors.host import hosted_on
 from rayjet.actors.names import stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import APIError
 from tests.multinode.conftest import wait_for
+from tests.replicas import stream_replicas
 
 
 def assignment(js, name: str) -> dict[str, Any]:
@@ -55,8 +56,8 @@ def all_placed(js, name: str, replicas: int) -> dict[str, dict[str, str]] | None
 
 
 def handles(js, name: str) -> dict[str, Any]:
-    a = assignment(js, name)
-    return {rid: find_replica(stream_actor_name(a["group"], rid)) for rid, _node in a["peers"]}
+    assignment(js, name)  # refresh the client's view first
+    return stream_replicas(js, name)
 
 
 def statuses(js, name: str, timeout: float = 2.0) -> dict[str, dict | None]:
