@@ -17,6 +17,10 @@ each, and the processes, memory and idle CPU with them in place.
 
 ``--buckets N`` instead measures N R3 KV buckets on shared hosts (the buckets' default) in
 a fresh Ray: creation time per bucket, then processes, memory and idle CPU.
+
+``--durables N`` instead measures one dedicated R3 stream with N R3 durable consumers (their
+replicas run inside the stream's replica actors) in a fresh Ray: creation time per
+consumer, then processes, memory and idle CPU.
 """
 
 from __future__ import annotations
@@ -194,6 +198,34 @@ def run_buckets(n: int) -> dict:
     return out
 
 
+def run_durables(n: int) -> dict:
+    import rayjet
+    from rayjet import ConsumerConfig
+    from rayjet.api import AckPolicy
+
+    data_dir = Path(tempfile.mkdtemp(prefix="rayjet-durables-"))
+    out: dict = {"durables": n}
+    try:
+        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60) as js:
+            js.add_stream(name="S", subjects=["s.>"], num_replicas=3, hosting="dedicated")
+            js.publish("s.x", b"hello")
+            time.sleep(5.0)
+            out.update({f"{k}_stream_alone": v for k, v in idle_cost().items()})
+            made = []
+            for i in range(n):
+                t = time.perf_counter()
+                js.add_consumer("S", ConsumerConfig(durable_name=f"C{i}", num_replicas=3,
+                                                    ack_policy=AckPolicy.EXPLICIT))
+                made.append(time.perf_counter() - t)
+            out.update(durable_create_ms_median=ms(made, 0.5),
+                       durable_create_ms_p95=ms(made, 0.95))
+            time.sleep(5.0)
+            out.update(idle_cost())
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=10)
@@ -202,11 +234,13 @@ def main() -> None:
     ap.add_argument("--watches", type=int, default=20)
     ap.add_argument("--buckets", type=int, default=0,
                     help="measure this many R3 KV buckets on shared hosts instead")
+    ap.add_argument("--durables", type=int, default=0,
+                    help="measure one R3 stream with this many R3 durable consumers instead")
     ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    if args.buckets:
-        res = run_buckets(args.buckets)
+    if args.buckets or args.durables:
+        res = run_buckets(args.buckets) if args.buckets else run_durables(args.durables)
         print(json.dumps(res))
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=2))

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgpack
 
+from rayjet.actors import in_process
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
@@ -91,6 +92,9 @@ class RemoteStreamReader:
     def _call(self, method: str, *args: Any) -> Any:
         if self.unreachable:
             raise ServiceUnavailableError("the stream's leader is not reachable; retry")
+        here = in_process.stream_leader_here(getattr(self.router, "names", {}).values())
+        if here is not None:  # a blocking call to our own process would wait on itself
+            return here.read_local(method, *args)
         return self.router.call("reader_call", method, *args, timeout=MISS_TIMEOUT)
 
     def bounds(self):

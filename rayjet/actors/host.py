@@ -180,12 +180,17 @@ def find_replica(name: str) -> Any:
         return HostedHandle(ray.get_actor(host, namespace=NAMESPACE), host, name)
 
 
+def registry_dir(data_dir: Any, host_name: str) -> Path:
+    """Where host ``host_name`` records the replicas it runs (on its node)."""
+    return Path(data_dir) / "hosts" / host_name
+
+
 class ReplicaHost:
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     def __init__(self, host_name: str, data_dir: str) -> None:
         self.name = host_name
-        self.registry = Path(data_dir) / "hosts" / host_name
+        self.registry = registry_dir(data_dir, host_name)
         self.replicas: dict[str, Any] = {}
         self._restored = False
         self._starting: set[asyncio.Task] = set()
@@ -202,6 +207,12 @@ class ReplicaHost:
                 except Exception:  # noqa: BLE001 - damaged: reconciliation places it again
                     log.exception("host %s: unreadable %s", self.name, path)
         return out
+
+    def _load_one(self, name: str) -> tuple[str, tuple, dict] | None:
+        try:
+            return pickle.loads(self._spec_path(name).read_bytes())
+        except FileNotFoundError:
+            return None
 
     def _spec_path(self, name: str) -> Path:
         return self.registry / f"{name}.spec"
@@ -220,7 +231,7 @@ class ReplicaHost:
         with contextlib.suppress(FileNotFoundError):
             self._spec_path(name).unlink()
 
-    def _ensure_restored(self) -> None:
+    def restore(self) -> None:
         """After a restart: every replica this host ran starts again from its disk, and
         runs (a quiet group is not called by anyone until it runs)."""
         if self._restored:
@@ -267,7 +278,7 @@ class ReplicaHost:
     async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
         """Run replica ``name`` here (a no-op when it runs here already), as a dedicated
         actor of ``kind`` would be created with ``args``/``kwargs``."""
-        self._ensure_restored()
+        self.restore()
         if name not in self.replicas:
             self._start_replica(name, kind, args, kwargs)
             self._save(name, (kind, tuple(args), dict(kwargs)))
@@ -276,7 +287,7 @@ class ReplicaHost:
         return self.name
 
     async def call(self, name: str, method: str, args: tuple, kwargs: dict) -> Any:
-        self._ensure_restored()
+        self.restore()
         replica = await self._hosted(name)
         call = None if method.startswith("_") else getattr(replica, method, None)
         if call is None:
@@ -286,7 +297,7 @@ class ReplicaHost:
     async def deliver(self, batch: list[tuple[str, list]]) -> list[str]:
         """Raft messages for many hosted replicas in one call (see :class:`HostPost`);
         answers the names this host runs no replica of."""
-        self._ensure_restored()
+        self.restore()
         missing = []
         for name, messages in batch:
             replica = self.replicas.get(name)
@@ -302,7 +313,7 @@ class ReplicaHost:
     async def remove(self, name: str) -> bool:
         """Stop replica ``name``, delete its data, forget it (what killing a dedicated
         replica actor for good is)."""
-        self._ensure_restored()
+        self.restore()
         replica = self.replicas.pop(name, None)
         self._forget(name)
         await asyncio.to_thread(record_hosted, name, None)
@@ -316,7 +327,7 @@ class ReplicaHost:
         """Stop replica ``name`` and keep its data and its place here, as a dedicated
         replica actor killed for good is until it is created again: the meta's
         reconciliation (or a host restart) starts it again from its disk."""
-        self._ensure_restored()
+        self.restore()
         replica = self.replicas.pop(name, None)
         if replica is None:
             return False
@@ -324,10 +335,31 @@ class ReplicaHost:
             await replica.shutdown()
         return True
 
+    async def release(self, name: str) -> tuple[str, tuple, dict] | None:
+        """Stop replica ``name`` and forget it here, keeping its data, so that another
+        process on this node runs it on from its disk: answers what placing it needs
+        ``(kind, args, kwargs)``, or None when it does not run here."""
+        self.restore()
+        spec = self._load_one(name)
+        replica = self.replicas.pop(name, None)
+        self._forget(name)
+        if replica is not None:
+            with contextlib.suppress(Exception):
+                await replica.shutdown()
+        return spec if replica is not None else None
+
+    async def stop_all(self) -> None:
+        """Stop every replica here and keep their data and places (a process shutting
+        down: a restart starts them again)."""
+        replicas, self.replicas = self.replicas, {}
+        for replica in replicas.values():
+            with contextlib.suppress(Exception):
+                await replica.shutdown()
+
     async def names(self) -> list[str]:
-        self._ensure_restored()
+        self.restore()
         return sorted(self.replicas)
 
     async def ping(self) -> str:
-        self._ensure_restored()
+        self.restore()
         return self.name

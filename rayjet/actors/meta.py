@@ -193,16 +193,25 @@ class MetaMember:
         old = self.catalogue.stream(cfg.name)
         cfg = resolve_hosting(cfg, old.config.hosting)  # unset: the stream keeps its own
         peers = old.peers
-        voters, learners = await lifecycle.leftover_members(old)
-        if voters or learners:
-            log.warning("meta %s: stream %s has replicas the catalogue does not name (a change "
-                        "cut short): voters %s, learners %s", self.id, cfg.name,
-                        [rid for rid, _ in voters], list(learners))
-        if (voters or cfg.num_replicas != old.config.num_replicas
+        drift = await lifecycle.group_drift(old)
+        gone: list[str] = []
+        if drift:
+            log.warning("meta %s: stream %s differs from the catalogue (a change cut short): "
+                        "voters %s, learners %s not named; %s named but not members",
+                        self.id, cfg.name, [rid for rid, _ in drift.voters],
+                        list(drift.learners), list(drift.missing))
+        if drift.missing:
+            # a removal ran but its commit did not: those replicas are out of the group, so
+            # placement starts without them and any it wants back grow again under new ids
+            old = dataclasses.replace(
+                old, peers=tuple(p for p in old.peers if p[0] not in drift.missing))
+            gone = [stream_actor_name(old.group, rid) for rid in drift.missing]
+        if (drift.voters or drift.missing or cfg.num_replicas != old.config.num_replicas
                 or cfg.placement != old.config.placement):
             # start from where the replicas run now, so one Ray moved off a dead node is
             # kept where it is instead of being replaced
-            old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old) + voters)
+            old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old)
+                                      + drift.voters)
             peers = lifecycle.place_stream(cfg, self.catalogue, existing=old.peers,
                                            fresh=old.fresh_ids(cfg.num_replicas))
         op = self.catalogue.prepare_update_stream(cfg, peers=peers)
@@ -211,12 +220,12 @@ class MetaMember:
         # the stream's own group must accept the change (membership, limits) before the
         # catalogue records it, so a refused change leaves the catalogue as it was
         removed = await lifecycle.apply_stream_update(
-            old, cfg, peers, self.data_dir, drop_learners=learners,
+            old, cfg, peers, self.data_dir, drop_learners=drift.learners,
             still_leading=self._require_leader)
         sa = await self._commit(op)
         # only now: until the commit, reconciliation would re-create them from the
         # catalogue (see apply_stream_update)
-        await lifecycle.destroy_replicas(removed)
+        await lifecycle.destroy_replicas(removed + gone)
         return sa
 
     async def _reserve_new_ids(self, old: StreamAssignment, peers: Peers) -> Peers:
@@ -344,7 +353,7 @@ class MetaMember:
                 except Exception:  # keep reconciling whatever happened here
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
             try:
-                running = await lifecycle.running_replicas()
+                running = await lifecycle.running_replicas(guest_hosts=self._guest_hosts())
             except ray.exceptions.RayError as err:
                 log.info("meta %s: listing replicas failed: %s", self.id, err)
                 continue
@@ -353,6 +362,11 @@ class MetaMember:
                 continue
             for name in list(self.catalogue.streams):
                 await self._ensure_replicas(name, running)
+
+    def _guest_hosts(self) -> set[str]:
+        """The dedicated stream replicas that may run consumer replicas beside them."""
+        return {stream_actor_name(sa.group, rid) for sa in self.catalogue.streams.values()
+                if sa.consumers and not sa.config.shared_hosting for rid, _ in sa.peers}
 
     async def _ensure_replicas(self, name: str, running: set[str]) -> None:
         """Re-create the replicas of stream ``name`` and its consumers that do not run

@@ -19,16 +19,15 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rayjet.actors.consumer import ConsumerReplica
 from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_on, record_hosted
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
-from rayjet.actors.stream import StreamReplica
+from rayjet.actors.stream_actor import StreamReplicaActor
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
 from rayjet.errors import (
     APIError,
@@ -66,11 +65,16 @@ def remote_class(cls: type) -> Any:
     return _ACTOR_CLASSES[cls]
 
 
+# a quiet follower keeps one call open on its leader's process (a host, or a stream
+# replica actor with consumer replicas beside it)
+HOST_CONCURRENCY = 100_000
+
+
 def actor_options(name: str, node_id: str | None = None,
                   config: StreamConfig | None = None) -> dict[str, Any]:
     opts: dict[str, Any] = dict(name=name, namespace=NAMESPACE, lifetime="detached",
                                 get_if_exists=True, max_restarts=-1, max_task_retries=0,
-                                num_cpus=0, max_concurrency=1000)
+                                num_cpus=0, max_concurrency=HOST_CONCURRENCY)
     if node_id:
         opts.update(scheduling_options(config, node_id, node_labels().get(node_id)))
     return opts
@@ -268,14 +272,13 @@ def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: A
     kwargs = {"created_ns": sa.created_ns}
     if cfg.shared_hosting:
         return place_hosted(name, "stream", args, kwargs, node, data_dir, cfg)
-    return remote_class(StreamReplica).options(**actor_options(name, node, cfg)).remote(
+    return remote_class(StreamReplicaActor).options(**actor_options(name, node, cfg)).remote(
         *args, **kwargs)
 
 
 # -- replicas in shared host actors -----------------------------------------------------------
 HOSTS_PER_NODE_ENV = "RAYJET_HOSTS_PER_NODE"
 DEFAULT_HOSTS_PER_NODE = 3  # an R3 group on one node gets a process per replica
-HOST_CONCURRENCY = 100_000  # a quiet follower keeps one call open on its leader's host
 
 
 def hosts_per_node() -> int:
@@ -548,15 +551,41 @@ async def consumer_handle(ca: ConsumerAssignment, rid: str) -> Any:
 def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
                             node: str | None, data_dir: Any, assignment: dict) -> Any:
     name = consumer_actor_name(ca.group, rid)
-    if sa.config.shared_hosting:  # a shared stream's consumers share its hosts
-        return place_hosted(name, "consumer", (
-            assignment, ca.name, ca.config.to_dict(), ca.group, rid,
-            [r for r, _ in ca.peers], str(data_dir)), {"created_ns": ca.created_ns},
-            node, data_dir, sa.config)
-    return remote_class(ConsumerReplica).options(
-        **actor_options(name, node, sa.config)
-    ).remote(assignment, ca.name, ca.config.to_dict(), ca.group, rid,
-             [r for r, _ in ca.peers], str(data_dir), created_ns=ca.created_ns)
+    args = (assignment, ca.name, ca.config.to_dict(), ca.group, rid,
+            [r for r, _ in ca.peers], str(data_dir))
+    kwargs = {"created_ns": ca.created_ns}
+    if not sa.config.shared_hosting:
+        beside = stream_actor_beside(ca, sa, rid)
+        if beside is not None:
+            host_name, host = beside
+            record_hosted(name, host_name)  # findable at once, before it runs there
+            host.place.remote(name, "consumer", args, kwargs)
+            return HostedHandle(host, host_name, name)
+    # a shared stream's consumers share its hosts; so does one of a dedicated stream whose
+    # replica beside it is gone (scaled down or moved: it ran on in its node's host)
+    return place_hosted(name, "consumer", args, kwargs, node, data_dir, sa.config)
+
+
+def stream_actor_beside(ca: ConsumerAssignment, sa: StreamAssignment, rid: str
+                        ) -> tuple[str, Any] | None:
+    """The dedicated stream replica actor that runs (or is to run) consumer replica ``rid``
+    of ``ca``: the one it ran in while that one lives, else stream replica ``i`` for consumer
+    replica ``i`` when it is among the stream's peers now. None when the consumer replica
+    runs in (or belongs in) a replica host. Blocking: control-store calls."""
+    known = hosted_on(consumer_actor_name(ca.group, rid))
+    if known is not None and not known.startswith(HOST_PREFIX + "."):
+        with contextlib.suppress(ValueError):
+            return known, ray.get_actor(known, namespace=NAMESPACE)
+        return None  # its stream replica is gone: it moved to (or belongs in) a host
+    if known is not None:
+        return None
+    index = [r for r, _ in ca.peers].index(rid)
+    if index >= len(sa.peers):
+        return None
+    name = stream_actor_name(sa.group, sa.peers[index][0])
+    with contextlib.suppress(ValueError):
+        return name, ray.get_actor(name, namespace=NAMESPACE)
+    return None
 
 
 async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment, data_dir: Any,
@@ -631,15 +660,21 @@ async def _host_listing(name: str, timeout: float) -> list[str] | None:
         return None
 
 
-async def running_replicas(timeout: float = PING_TIMEOUT) -> set[str]:
+async def running_replicas(timeout: float = PING_TIMEOUT,
+                           guest_hosts: Container[str] | None = None) -> set[str]:
     """Names of the stream and consumer replicas that run (or are being restarted by Ray):
-    dedicated actors from one listing of named actors, hosted ones from one call per host.
-    What costs one reconciliation pass is per host, not per replica, so thousands of idle
-    replicas cost their meta leader next to nothing. A host that does not answer (restarting,
-    or on a node that is gone) contributes nothing: its replicas are placed again."""
+    dedicated actors from one listing of named actors, hosted ones from one call per host
+    and per dedicated stream replica in ``guest_hosts`` (those whose stream has durable
+    consumers, which run beside them; None: every one).
+    What costs one reconciliation pass is per process, not per replica, so thousands of
+    idle replicas cost their meta leader next to nothing. A host that does not answer
+    (restarting, or on a node that is gone) contributes nothing: its replicas are placed
+    again (where they ran while that host lives: see :func:`create_consumer_replica`)."""
     names = await asyncio.to_thread(_named_actors)
     running = {n for n in names if parse_replica_name(n) is not None}
     hosts = [n for n in names if n.startswith(HOST_PREFIX + ".")]
+    hosts += [n for n in running if n.startswith(STREAM_PREFIX + ".")
+              and (guest_hosts is None or n in guest_hosts)]
     for listing in await asyncio.gather(*(_host_listing(h, timeout) for h in hosts)):
         running.update(listing or ())
     return running
@@ -664,7 +699,9 @@ def local_group_dirs(data_dir: Any) -> list[tuple[str, str, Any]]:
 
 
 async def collect_replicas(names: list[str]) -> None:
-    """Stop, delete the data of, and kill each named replica actor (in parallel)."""
+    """Stop, delete the data of, and kill each named replica actor (in parallel): consumer
+    replicas first, so that a stream replica going away hands over to a host only those
+    beside it that are not being collected too."""
 
     async def one(name: str) -> None:
         try:
@@ -673,7 +710,9 @@ async def collect_replicas(names: list[str]) -> None:
             return  # already gone
         await _stop(handle)
 
-    await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
+    consumers = [n for n in names if n.startswith(CONSUMER_PREFIX + ".")]
+    for batch in (consumers, [n for n in names if n not in set(consumers)]):
+        await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
 
 
 async def _group_progress(sa: StreamAssignment, timeout: float) -> dict[str, Any] | None:
@@ -691,20 +730,30 @@ async def group_members(sa: StreamAssignment, timeout: float = 2.0) -> set[str] 
     return None if p is None else set(p["voters"]) | set(p["learners"])
 
 
-async def leftover_members(sa: StreamAssignment, timeout: float = 2.0
-                           ) -> tuple[Peers, tuple[str, ...]]:
-    """Members of the stream's group that the catalogue does not name, left by a change cut
-    short (its meta leader died, a step failed, the client's call was retried): the voters,
-    each with the node it runs on, and the learners. Empty when no leader answers."""
+class GroupDrift(NamedTuple):
+    """How a stream's raft group differs from the catalogue after a change cut short."""
+    voters: Peers  # voters the catalogue does not name, each with the node it runs on
+    learners: tuple[str, ...]  # learners the catalogue does not name
+    missing: tuple[str, ...]  # replicas the catalogue names that the group no longer has
+
+    def __bool__(self) -> bool:
+        return bool(self.voters or self.learners or self.missing)
+
+
+async def group_drift(sa: StreamAssignment, timeout: float = 2.0) -> GroupDrift:
+    """What a change cut short (its meta leader died, a step failed, the client's call was
+    retried) left between the stream's group and the catalogue. Empty when no leader answers."""
     p = await _group_progress(sa, timeout)
     if p is None:
-        return (), ()
+        return GroupDrift((), (), ())
     named = {rid for rid, _ in sa.peers}
+    members = set(p["voters"]) | set(p["learners"])
     voters = tuple((rid, None) for rid in sorted(p["voters"]) if rid not in named)
     learners = tuple(rid for rid in sorted(p["learners"]) if rid not in named)
+    missing = tuple(rid for rid, _ in sa.peers if rid not in members)
     if voters:
         voters = await actual_peers(dataclasses.replace(sa, peers=voters), timeout)
-    return voters, learners
+    return GroupDrift(voters, learners, missing)
 
 
 def consumer_filters(cfg: ConsumerConfig) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from rayjet.actors import in_process
 from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
@@ -101,6 +102,7 @@ class StreamReplica:
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
         self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
+        in_process.add_stream_replica(stream_actor_name(group, replica_id), self)
         start_when_restarted(stream_actor_name(group, replica_id))
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -612,6 +614,7 @@ class StreamReplica:
         await self._stop()
 
     async def _stop(self) -> None:
+        in_process.drop_stream_replica(stream_actor_name(self.group_name, self.id), self)
         await self.leader_consumers.stop_all("Consumer Deleted")
         await self._pump.stop()
         await self._copy.stop()

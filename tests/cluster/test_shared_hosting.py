@@ -222,6 +222,34 @@ def test_a_change_cut_short_is_finished_by_the_next(js, stream_name):
     assert stored(js, name) == {b"%d" % i: 1 for i in range(6)}
 
 
+def test_a_removal_cut_short_grows_the_group_again(js, stream_name):
+    """The converse: a removal ran in the stream's group but its catalogue commit did not.
+    The catalogue still names the replica; the next update counts it as gone, places the
+    stream again and stops the removed replica, so group and catalogue agree."""
+    name = stream_name
+    js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=3,
+                               hosting="shared"))
+    for i in range(3):
+        publish_retrying(js, f"{name}.a", b"%d" % i, f"m{i}")
+    data_dir = js._meta_call("cluster_info")["data_dir"]
+    sa = _assignment(js, name)
+    kept = sa.peers[:2]
+    two = dataclasses.replace(sa.config, num_replicas=2)
+    removed = asyncio.run(lifecycle.apply_stream_update(sa, two, kept, data_dir))
+    assert _group_members(sa) == ({rid for rid, _ in kept}, set())
+    assert len(removed) == 1 and removed[0] in hosted_of(name)  # cut short before its stop
+
+    js.update_stream(dataclasses.replace(sa.config, description="after the cut"))
+    sa = _assignment(js, name)
+    peers = {rid for rid, _ in sa.peers}
+    assert len(peers) == 3 and removed[0].rsplit(".", 1)[1] not in peers
+    assert _group_members(sa) == (peers, set())
+    assert removed[0] not in hosted_of(name)
+    assert len([n for n in hosted_of(name) if n.startswith("rayjet.stream.")]) == 3
+    publish_retrying(js, f"{name}.a", b"3", "m3")
+    assert stored(js, name) == {b"%d" % i: 1 for i in range(4)}
+
+
 def hosted_statuses(stream: str) -> dict[str, dict]:
     """Status of each stream replica of ``stream`` (replica name -> status)."""
     names = [n for n in hosted_of(stream) if n.startswith("rayjet.stream.")]
