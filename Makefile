@@ -26,6 +26,7 @@ test: lint
 	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest tests/cluster tests/sourcing
 	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
+	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest tests/multinode
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -26,10 +26,18 @@ def hosting_for_tests() -> str | None:
     return os.environ.get(HOSTING_ENV) or None
 
 
-def stream_replicas(js: Any, stream: str) -> dict[str, Any]:
-    """Replica id -> handle of each replica of ``stream``."""
+def stream_replicas(js: Any, stream: str, *, running_only: bool = False) -> dict[str, Any]:
+    """Replica id -> handle of each replica of ``stream``; ``running_only``: leave out those
+    that cannot be found (a hosted replica whose host went with its node)."""
     a = js._meta_call("stream_assignment", stream)
-    return {rid: find_replica(stream_actor_name(a["group"], rid)) for rid, _ in a["peers"]}
+    out = {}
+    for rid, _ in a["peers"]:
+        try:
+            out[rid] = find_replica(stream_actor_name(a["group"], rid))
+        except ValueError:
+            if not running_only:
+                raise
+    return out
 
 
 def consumer_replicas(js: Any, stream: str, consumer: str) -> dict[str, Any]:

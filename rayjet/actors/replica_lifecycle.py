@@ -81,18 +81,25 @@ def actor_options(name: str, node_id: str | None = None,
 
 
 # -- where a replica may run ---------------------------------------------------------------------
-_nodes_cache: tuple[float, dict[str, dict[str, str]]] = (0.0, {})
+_nodes_cache: tuple[float, dict[str, tuple[bool, dict[str, str]]]] = (0.0, {})
+
+
+def _all_node_labels() -> dict[str, tuple[bool, dict[str, str]]]:
+    """(alive, labels) of every Ray node the control store knows, dead ones included
+    (cached briefly: one look per reconcile)."""
+    global _nodes_cache
+    seen, nodes = _nodes_cache
+    if time.monotonic() - seen > NODES_TTL:
+        nodes = {n["NodeID"]: (bool(n.get("Alive")),
+                               {str(k): str(v) for k, v in (n.get("Labels") or {}).items()})
+                 for n in ray.nodes()}
+        _nodes_cache = (time.monotonic(), nodes)
+    return nodes
 
 
 def node_labels() -> dict[str, dict[str, str]]:
-    """Labels of the alive Ray nodes by node id (cached briefly: one look per reconcile)."""
-    global _nodes_cache
-    seen, labels = _nodes_cache
-    if time.monotonic() - seen > NODES_TTL:
-        labels = {n["NodeID"]: {str(k): str(v) for k, v in (n.get("Labels") or {}).items()}
-                  for n in ray.nodes() if n.get("Alive")}
-        _nodes_cache = (time.monotonic(), labels)
-    return labels
+    """Labels of the alive Ray nodes by node id."""
+    return {node: labels for node, (alive, labels) in _all_node_labels().items() if alive}
 
 
 def is_stretch(placement: Placement | None) -> bool:
@@ -306,7 +313,10 @@ def live_node_for(node: str | None, config: StreamConfig | None) -> str:
     if node in alive:
         return node
     placement = config.placement if config is not None else None
-    need = hard_selector(placement, None, unique_tag_for(placement))
+    # the gone node's labels, while Ray remembers them, keep the replica in its region (a
+    # stretch group's replica belongs to its node's region, which the placement can't say)
+    _, gone_labels = _all_node_labels().get(node or "", (False, None))
+    need = hard_selector(placement, gone_labels or None, unique_tag_for(placement))
     here = ray.get_runtime_context().get_node_id()
     fitting = [n for n, labels in alive.items()
                if all(_selects(labels.get(k), v) for k, v in need.items())]

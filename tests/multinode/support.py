@@ -57,12 +57,13 @@ def all_placed(js, name: str, replicas: int) -> dict[str, dict[str, str]] | None
 
 def handles(js, name: str) -> dict[str, Any]:
     assignment(js, name)  # refresh the client's view first
-    return stream_replicas(js, name)
+    return stream_replicas(js, name, running_only=True)
 
 
 def statuses(js, name: str, timeout: float = 2.0) -> dict[str, dict | None]:
-    out: dict[str, dict | None] = {}
-    for rid, h in handles(js, name).items():
+    found = handles(js, name)
+    out: dict[str, dict | None] = {rid: None for rid, _ in assignment(js, name)["peers"]}
+    for rid, h in found.items():
         try:
             out[rid] = ray.get(h.status.remote(), timeout=timeout)
         except RayError:
