@@ -254,11 +254,14 @@ class ReplicaHost:
 
         cls = {"stream": StreamReplica, "consumer": ConsumerReplica}[kind]
         replica = cls(*args, **kwargs)
+        self._arrived(name, replica)
+        return replica
+
+    def _arrived(self, name: str, replica: Any) -> None:
         self.replicas[name] = replica
         arrived = self._arrivals.pop(name, None)
         if arrived is not None:
             arrived.set()
-        return replica
 
     async def _hosted(self, name: str) -> Any:
         """Replica ``name``. An async actor's calls may run out of submission order, so a
@@ -266,10 +269,12 @@ class ReplicaHost:
         the replica is ours, wait a little for it."""
         replica = self.replicas.get(name)
         if replica is None and await asyncio.to_thread(hosted_on, name) == self.name:
-            arrived = self._arrivals.setdefault(name, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(arrived.wait(), ARRIVAL_GRACE)
-            replica = self.replicas.get(name)
+            replica = self.replicas.get(name)  # the place may have run while we looked
+            if replica is None:
+                arrived = self._arrivals.setdefault(name, asyncio.Event())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), ARRIVAL_GRACE)
+                replica = self.replicas.get(name)
         if replica is None:
             self._arrivals.pop(name, None)
             raise NotHostedError(f"host {self.name} runs no replica {name!r}")

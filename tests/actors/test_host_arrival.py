@@ -1,0 +1,69 @@
+"""A call that comes before its replica's place waits for the place, and one whose place
+runs while it looks the replica up does not wait at all."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from rayjet.actors import host as host_mod
+from rayjet.actors.host import NotHostedError, ReplicaHost
+
+
+class Replica:
+    async def ping(self) -> str:
+        return "pong"
+
+
+@pytest.fixture
+def slow_lookup(monkeypatch):
+    """``hosted_on`` that says "this host" once the test lets it answer."""
+    entered, answer = threading.Event(), threading.Event()
+
+    def hosted_on(name):
+        entered.set()
+        answer.wait(30)
+        return "h"
+
+    monkeypatch.setattr(host_mod, "hosted_on", hosted_on)
+    monkeypatch.setattr(host_mod, "ARRIVAL_GRACE", 60.0)  # a missed wake-up shows as a hang
+    return entered, answer
+
+
+def test_a_place_that_runs_during_the_lookup_is_seen(tmp_path, slow_lookup):
+    entered, answer = slow_lookup
+
+    async def scenario():
+        host = ReplicaHost("h", str(tmp_path))
+        task = asyncio.ensure_future(host.call("x", "ping", (), {}))
+        await asyncio.to_thread(entered.wait, 30)
+        host._arrived("x", Replica())  # the place runs while the call looks "x" up
+        answer.set()
+        return await asyncio.wait_for(task, 20)
+
+    assert asyncio.run(scenario()) == "pong"
+
+
+def test_a_call_before_its_place_waits_for_it(tmp_path, slow_lookup):
+    entered, answer = slow_lookup
+    answer.set()
+
+    async def scenario():
+        host = ReplicaHost("h", str(tmp_path))
+        task = asyncio.ensure_future(host.call("x", "ping", (), {}))
+        await asyncio.to_thread(entered.wait, 30)
+        while "x" not in host._arrivals:  # the call waits for its replica now
+            await asyncio.sleep(0.01)
+        host._arrived("x", Replica())
+        return await asyncio.wait_for(task, 20)
+
+    assert asyncio.run(scenario()) == "pong"
+
+
+def test_a_replica_placed_elsewhere_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_mod, "hosted_on", lambda name: "another")
+    host = ReplicaHost("h", str(tmp_path))
+    with pytest.raises(NotHostedError):
+        asyncio.run(host.call("x", "ping", (), {}))
