@@ -35,7 +35,6 @@ from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import (
     APIError,
-    NotFoundError,
     NotLeaderError,
     ServiceUnavailableError,
     error_for,
@@ -459,32 +458,22 @@ class StreamReplica:
                 "time": _ts(m.ts), "stream": self.engine.name}
 
     async def read_range(self, start_seq: int, end_seq: int, *, filter: str = ">",
-                         max_msgs: int = 10_000, max_bytes: int = 8 << 20) -> dict[str, Any]:
+                         max_msgs: int = 10_000, max_bytes: int = 8 << 20,
+                         columnar: bool = False) -> dict[str, Any]:
         """Messages with ``start_seq <= seq <= end_seq`` matching ``filter``, in order, as
-        columns (for bulk readers); ``next`` is where to continue (0 when done)."""
+        columns (for bulk readers): Python lists, or with ``columnar`` one Arrow record batch
+        (``batch``: seq, ts, subject, hdr, data) decoded in bulk from the store's blocks.
+        ``next`` is where to continue (0 when done)."""
         self._ensure_started()
         store = self.machine.store
-        seqs, subjects, hdrs, datas, tss = [], [], [], [], []
-        size, seq = 0, max(start_seq, 1)
-        while seq <= end_seq and len(seqs) < max_msgs and size < max_bytes:
-            try:
-                m, seq = store.load_next_msg(filter, True, seq)
-            except NotFoundError:
-                seq = 0
-                break
-            if seq > end_seq:
-                seq = 0
-                break
-            seqs.append(m.seq)
-            subjects.append(m.subject)
-            hdrs.append(m.hdr)
-            datas.append(m.data)
-            tss.append(m.ts)
-            size += len(m.data) + len(m.hdr) + len(m.subject)
-            seq += 1
-        nxt = seq if seqs and 0 < seq <= end_seq else 0
-        return {"seq": seqs, "subject": subjects, "hdr": hdrs, "data": datas, "ts": tss,
-                "next": nxt, "last": store.fast_state().last_seq}
+        batch, nxt = store.read_columns(max(start_seq, 1), end_seq, filter, max_msgs, max_bytes)
+        out: dict[str, Any] = {"next": nxt, "last": store.fast_state().last_seq}
+        if columnar:
+            out["batch"] = batch
+        else:
+            out.update({name: batch.column(name).to_pylist()
+                        for name in ("seq", "subject", "hdr", "data", "ts")})
+        return out
 
     # -- consumers --------------------------------------------------------------------------
     async def reader_call(self, method: str, *args: Any) -> Any:

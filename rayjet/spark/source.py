@@ -121,15 +121,21 @@ def _headers_column(hdrs: list[bytes], mode: str) -> pa.Array:
 
 
 def page_table(plan: ReadPlan, page: dict[str, Any]) -> pa.Table:
-    """One ``read_range`` page as an Arrow table with the source's base columns."""
-    n = len(page["seq"])
+    """One ``read_range`` page as an Arrow table with the source's base columns: from its
+    Arrow record batch (``columnar``) without work per row, except decoding the headers
+    of the messages that have any when the plan keeps headers."""
+    batch = page["batch"]
+    n = batch.num_rows
+    hdrs = batch.column("hdr")
+    headers = (pa.nulls(n, pa.string()) if plan.headers == HEADERS_NONE
+               else _headers_column(hdrs.to_pylist(), plan.headers))
     table = pa.Table.from_arrays([
-        pa.array([plan.stream] * n, pa.string()),
-        pa.array(page["subject"], pa.string()),
-        pa.array(page["seq"], pa.int64()),
-        pa.array(page["ts"], pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
-        _headers_column(page["hdr"], plan.headers),
-        pa.array(page["data"], pa.binary()),
+        pa.repeat(pa.scalar(plan.stream, pa.string()), n),
+        batch.column("subject"),
+        batch.column("seq").cast(pa.int64()),
+        batch.column("ts").cast(pa.timestamp("ns", tz="UTC")),
+        headers,
+        batch.column("data"),
     ], schema=base_schema(plan.headers))
     return _filter_rows(plan, table)
 
@@ -248,13 +254,13 @@ def read_piece(plan: ReadPlan, lo: int, hi: int, preferred: int) -> Iterator[pa.
         try:
             page = ray.get(h.read_range.remote(seq, hi, filter=plan.filter,
                                                max_msgs=plan.page_msgs,
-                                               max_bytes=plan.page_bytes),
+                                               max_bytes=plan.page_bytes, columnar=True),
                            timeout=CALL_TIMEOUT)
         except (RayActorError, GetTimeoutError):
             replicas.failed()  # dead or stuck: read the rest from another replica
             continue
         nxt = page["next"]
-        if page["seq"]:
+        if page["batch"].num_rows:
             t = page_table(plan, page)
             if t.num_rows:
                 parts.append(t)

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import add as _plus
 
+import pyarrow as pa
+
 from rayjet.api.enums import DiscardPolicy
 from rayjet.api.headers import TTL
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
@@ -28,6 +30,7 @@ from rayjet.errors import (
     StoreFailedError,
     error_for,
 )
+from rayjet.storage import columns
 from rayjet.storage import limits as lim
 from rayjet.storage import record as rec
 from rayjet.storage.config import StoreConfig
@@ -435,6 +438,26 @@ class BaseStore:
         if not seq:
             raise _not_found()
         return self._read(seq), seq
+
+    def read_columns(self, start_seq: int, end_seq: int, filter: str = ">",
+                     max_msgs: int = 10_000, max_bytes: int = 8 << 20
+                     ) -> tuple[pa.RecordBatch, int]:
+        """The messages with ``start_seq <= seq <= end_seq`` matching ``filter``, in order,
+        as Arrow columns (:data:`rayjet.storage.columns.SCHEMA`): at most ``max_msgs``, and
+        about ``max_bytes`` of records (one at least). Also the seq to go on from, 0 when
+        nothing is left up to ``end_seq``."""
+        self._check_open()
+        seqs = self._idx.live_seqs(start_seq, end_seq, filter, max_msgs, max_bytes)
+        if not len(seqs):
+            return columns.empty(), 0
+        nxt = int(seqs[-1]) + 1
+        return self._read_columns(seqs), (nxt if nxt <= min(end_seq, self._idx.last) else 0)
+
+    def _read_columns(self, seqs) -> pa.RecordBatch:
+        msgs = [self._read(seq) for seq in seqs.tolist()]
+        return columns.from_rows([m.seq for m in msgs], [m.ts for m in msgs],
+                                 [m.subject for m in msgs], [m.hdr for m in msgs],
+                                 [m.data for m in msgs])
 
     def load_prev_msg(self, start_seq: int, filter: str = ">",
                       wildcard: bool = True) -> tuple[StoredMsg, int]:

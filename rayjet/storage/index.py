@@ -411,6 +411,46 @@ class Index:
                 i = lo + (stripped - 1) // 4
         return 0
 
+    def live_seqs(self, start: int, end: int, filter_: str, limit: int,
+                  max_bytes: int) -> np.ndarray:
+        """The live seqs in ``[start, end]`` matching ``filter_``, in order: at most
+        ``limit`` of them, and no more than fit in ``max_bytes`` of record sizes (one at
+        least). Vectorised over the index arrays, a window at a time."""
+        start, end = max(start, self.first), min(end, self.last)
+        ids = None
+        if filter_ and filter_ != FWC:
+            ids = np.fromiter(self._subject_ids(filter_), np.uint32)
+            if not len(ids):
+                return np.zeros(0, np.int64)
+        size = np.frombuffer(self.size, np.uint32)
+        sid = np.frombuffer(self.sid, np.uint32) if ids is not None else None
+        found: list[np.ndarray] = []
+        count, window = 0, max(4 * limit, 1 << 16)
+        lo = start - self.base
+        hi_all = end - self.base + 1
+        while lo < hi_all and count < limit:
+            hi = min(lo + window, hi_all)
+            live = size[lo:hi] != 0
+            if ids is not None:
+                live &= np.isin(sid[lo:hi], ids)
+            got = np.flatnonzero(live)[:limit - count] + lo
+            found.append(got)
+            count += len(got)
+            lo = hi
+        seqs = np.concatenate(found) if found else np.zeros(0, np.int64)
+        if len(seqs) > 1:
+            fits = int(np.searchsorted(np.cumsum(size[seqs], dtype=np.int64), max_bytes,
+                                       side="right"))
+            seqs = seqs[:max(1, fits)]
+        return seqs.astype(np.int64) + self.base
+
+    def _subject_ids(self, filter_: str) -> frozenset[int]:
+        if is_literal(filter_):
+            sid = self.subj_ids.get(filter_)
+            return frozenset() if sid is None else frozenset((sid,))
+        self.matching(filter_)  # fills the cache
+        return self._match_cache.get(filter_, frozenset())
+
     def next_match(self, filter_: str, start: int) -> int:
         if not filter_ or filter_ == FWC:
             return self.next_live(start)
