@@ -28,7 +28,8 @@ SCHEMA = pa.schema([
 
 
 def _le(raw: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The little-endian unsigned ints of ``width`` bytes at each offset ``at``."""
+    """The little-endian unsigned ints of ``width`` bytes at each offset ``at`` (a gather
+    per byte: faster here than one two-dimensional gather)."""
     out = np.zeros(len(at), np.uint64)
     for k in range(width):
         out |= raw[at + k].astype(np.uint64) << np.uint64(8 * k)
@@ -110,11 +111,12 @@ def decode_plain(buf: bytes, seqs: np.ndarray, lens: np.ndarray) -> pa.RecordBat
 
 
 def _hashes_match(buf: bytes, raw: np.ndarray, offs: np.ndarray, tails: np.ndarray) -> bool:
+    """Each record's CRC-32 and Adler-32 against the hash stored after it (``map`` keeps
+    the per-record calls in C: no bytecode runs per message)."""
     view = memoryview(buf)
-    crc32, adler32 = zlib.crc32, zlib.adler32
-    spans = [view[a:b] for a, b in zip(offs.tolist(), tails.tolist(), strict=True)]
-    crc = np.array([crc32(v) for v in spans], np.uint64)
-    adler = np.array([adler32(v) for v in spans], np.uint64)
+    spans = list(map(view.__getitem__, map(slice, offs.tolist(), tails.tolist())))
+    crc = np.fromiter(map(zlib.crc32, spans), np.uint64, len(spans))
+    adler = np.fromiter(map(zlib.adler32, spans), np.uint64, len(spans))
     return bool(np.array_equal(_le(raw, tails, 4), crc)
                 and np.array_equal(_le(raw, tails + 4, 4), adler))
 
