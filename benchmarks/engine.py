@@ -6,11 +6,13 @@
 Every figure is the best of R runs (default 3): the VM this runs on is shared and noisy.
 
 1. Leader: ``prepare_publish`` of 128-byte messages (no headers), applied in batches of
-   1000 so the proposals in flight stay bounded (only the prepare time is counted).
+   1000 so the proposals in flight stay bounded (only the prepare time is counted); and
+   ``prepare_columns`` of the same messages as pyarrow batches of 1000 rows (one MsgRunOp
+   each), in µs per message.
 2. Wire: ``encode_op`` + ``decode_op`` of the same ops.
 3. Replica: ``apply_batch`` of runs of 1000 MsgOps on MemStore, FileStore (default sync)
    and FileStore with ``sync_interval="always"``; each against ``store_batch`` of 1000
-   messages on a fresh store of the same kind.
+   messages on a fresh store of the same kind; then the same with one MsgRunOp per 1000.
 """
 
 from __future__ import annotations
@@ -74,6 +76,29 @@ def make_ops(n: int) -> tuple[list[list], float]:
         took += time.perf_counter() - t0
         leader.apply_batch(run)
         runs.append(run)
+        clock.advance(0.001)
+    leader.store.close()
+    return runs, took
+
+
+def make_run_ops(n: int) -> tuple[list[list], float]:
+    """:func:`make_ops` through ``prepare_columns``: one MsgRunOp per BATCH rows."""
+    import pyarrow as pa
+
+    cfg = stream_config("memory")
+    clock = ManualClock()
+    leader = StreamEngine(cfg, MemStore(store_config(cfg), clock=clock), clock)
+    leader.set_leader(1)
+    runs, took = [], 0.0
+    for start in range(0, n, BATCH):
+        rows = range(start, min(n, start + BATCH))
+        table = pa.record_batch({"subject": [SUBJECTS[i % len(SUBJECTS)] for i in rows],
+                                 "data": pa.array([PAYLOAD] * len(rows), pa.binary())})
+        t0 = time.perf_counter()
+        ops = leader.prepare_columns(table).ops
+        took += time.perf_counter() - t0
+        leader.apply_batch(ops)
+        runs.append(ops)
         clock.advance(0.001)
     leader.store.close()
     return runs, took
@@ -144,6 +169,12 @@ def main() -> None:
         print(f"encode_op                    {rate(n, enc)}")
         print(f"decode_op                    {rate(n, dec)}")
         print(f"encode + decode              {rate(n, enc + dec)}")
+        col_runs, col_prep = make_run_ops(n)
+        col_prep = min([col_prep] + [make_run_ops(n)[1] for _ in range(best - 1)])
+        print(f"leader prepare_columns       {rate(n, col_prep)}   "
+              f"{col_prep / n * 1e6:.3f} us/msg against {prep / n * 1e6:.3f} us/msg per message")
+        col_wire = [bench_wire(col_runs) for _ in range(best)]
+        print(f"encode + decode of MsgRunOps {rate(n, min(w[0] + w[1] for w in col_wire))}")
         for kind, label in (("memory", "MemStore"), ("file", "FileStore (sync default)"),
                             ("file-always", 'FileStore (sync "always")')):
             raw = raw_mem if kind == "memory" else min(
@@ -153,6 +184,9 @@ def main() -> None:
             extra = f"   {syncs / len(runs):.2f} fsync/batch" if kind == "file-always" else ""
             print(f"{label:<28} store_batch {rate(n, raw)}   apply_batch {rate(n, took)}   "
                   f"apply/store {raw / took:6.0%}{extra}")
+            col_took, _ = min(bench_apply(kind, tmp, col_runs, n) for _ in range(best))
+            print(f"{'  the same as MsgRunOps':<28} apply_batch {rate(n, col_took)}   "
+                  f"apply/store {raw / col_took:6.0%}   {col_took / n * 1e6:.3f} us/msg")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

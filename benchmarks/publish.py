@@ -10,7 +10,8 @@
    (sequential ``js.publish``), ``publish_batch`` throughput (batches of 1000 messages) and
    ``publish_async`` throughput, 128-byte messages; each beside nats-server's figure for the same
    setup (nats-py ``js.publish`` and ``js.publish_async``; R3 against a 3-server NatsCluster),
-   measured just before it, with ratios (> 1 = rayjet better).
+   measured just before it, with ratios (> 1 = rayjet better). Also ``publish_batch`` of a
+   pyarrow table of TABLE_ROWS rows (the columnar path).
 3. Failover: on an R3 file stream, publishing sequentially with ``Nats-Msg-Id`` headers, kill the
    leader replica actor (``ray.kill(handle, no_restart=False)``) and time the kill to the next
    acked publish; repeated, each figure and the median reported.
@@ -44,6 +45,7 @@ from benchmarks import natsbase as nb  # noqa: E402
 
 SIZE = nb.DEFAULT_SIZE
 BATCH = 1000
+TABLE_ROWS = 50_000
 SETUPS = nb.SETUPS  # {"R1 file": ("file", 1), "R1 memory": ("memory", 1), "R3 file": ("file", 3)}
 
 
@@ -56,16 +58,17 @@ class Counts:
     nats_sync: int = 3000
     nats_async: int = 50_000
     failovers: int = 3
+    table: int = 1_000_000
 
     @classmethod
     def quick(cls) -> Counts:
         return cls(floor=300, sync=300, batch=30_000, async_=10_000, nats_sync=500,
-                   nats_async=10_000, failovers=3)
+                   nats_async=10_000, failovers=3, table=300_000)
 
     @classmethod
     def smoke(cls) -> Counts:
         return cls(floor=20, sync=20, batch=2 * BATCH, async_=500, nats_sync=20,
-                   nats_async=500, failovers=1)
+                   nats_async=500, failovers=1, table=3000)
 
 
 @dataclass
@@ -76,6 +79,7 @@ class SetupResult:
     async_: nb.Throughput
     nats_sync: nb.Latency | None = None
     nats_async: nb.Throughput | None = None
+    table: nb.Throughput | None = None
 
 
 @dataclass
@@ -234,6 +238,31 @@ def rj_batch_throughput(js, storage: str, replicas: int, count: int, batch: int 
     return nb.Throughput(name=f"rayjet publish_batch {storage} R{replicas}", count=count,
                          size=SIZE, seconds=elapsed, msgs_per_s=count / elapsed, stored=stored,
                          extra={"batch": batch, "errors": errors})
+
+
+def rj_table_throughput(js, storage: str, replicas: int, count: int, rows: int = TABLE_ROWS
+                        ) -> nb.Throughput:
+    """``publish_batch`` of a pyarrow table of ``rows`` rows at a time, one after another."""
+    import pyarrow as pa
+
+    payload = os.urandom(SIZE)
+    with temp_stream(js, storage, replicas) as (name, subj):
+        rows = min(rows, count)
+        table = pa.table({"subject": pa.array([subj] * rows, pa.string()),
+                          "data": pa.array([payload] * rows, pa.binary())})
+        js.publish_batch(table.slice(0, min(rows, 1000)))  # warm-up
+        base = _messages(js, name)
+        errors = done = 0
+        t0 = time.perf_counter()
+        while done < count:
+            n = min(rows, count - done)
+            errors += len(js.publish_batch(table if n == rows else table.slice(0, n)).errors)
+            done += n
+        elapsed = time.perf_counter() - t0
+        stored = _messages(js, name) - base
+    return nb.Throughput(name=f"rayjet publish_batch(table) {storage} R{replicas}", count=count,
+                         size=SIZE, seconds=elapsed, msgs_per_s=count / elapsed, stored=stored,
+                         extra={"rows": rows, "errors": errors})
 
 
 def rj_async_throughput(js, storage: str, replicas: int, count: int) -> nb.Throughput:
@@ -406,7 +435,8 @@ def run(counts: Counts, setups: list[str], *, with_nats: bool = True, with_failo
             sync = rj_sync_latency(js, storage, replicas, counts.sync)
             batch = rj_batch_throughput(js, storage, replicas, counts.batch)
             asy = rj_async_throughput(js, storage, replicas, counts.async_)
-            res.setups[setup] = SetupResult(setup, sync, batch, asy, nsync, nasync)
+            table = rj_table_throughput(js, storage, replicas, counts.table)
+            res.setups[setup] = SetupResult(setup, sync, batch, asy, nsync, nasync, table)
         if with_failover and counts.failovers:
             log(f"[{time.monotonic() - t0:5.1f}s] failover x{counts.failovers} ...")
             res.failover_s, res.failover_detail = failover(js, counts.failovers)
@@ -449,6 +479,9 @@ def report(res: Results) -> str:
             theirs = r.nats_async.msgs_per_s if r.nats_async else None
             rows.append(nb.compare_row(f"{s}: publish_batch({BATCH}) vs nats async",
                                        r.batch.msgs_per_s, theirs, " msg/s"))
+            if r.table is not None:
+                rows.append(nb.compare_row(f"{s}: publish_batch(table of {r.table.extra['rows']})"
+                                           " vs nats async", r.table.msgs_per_s, theirs, " msg/s"))
             rows.append(nb.compare_row(f"{s}: publish_async vs nats async",
                                        r.async_.msgs_per_s, theirs, " msg/s"))
             rows.append(nb.compare_row(f"{s}: sync publish vs nats sync", r.sync.msgs_per_s,
@@ -457,8 +490,8 @@ def report(res: Results) -> str:
         out.append(f"Throughput, {SIZE}-byte messages (ratio > 1: rayjet faster)\n\n"
                    + nb.format_table(["what", "rayjet", "nats-server", "ratio"], rows))
         bad = [(x.name, x.count, x.stored, x.extra.get("errors"))
-               for r in res.setups.values() for x in (r.batch, r.async_)
-               if x.stored != x.count or x.extra.get("errors")]
+               for r in res.setups.values() for x in (r.batch, r.async_, r.table)
+               if x is not None and (x.stored != x.count or x.extra.get("errors"))]
         bad += [(r.sync.name, r.sync.count, r.sync.stored, None) for r in res.setups.values()
                 if r.sync.stored != r.sync.count]
         out.append("Result check: every published message stored" if not bad
@@ -490,6 +523,16 @@ def targets(res: Results) -> str:
             q = nb.ratio(thr.msgs_per_s, r.nats_async.msgs_per_s)
             rows.append([f"{what} {s} >= {min_ratio:.0f}x nats-py async {s}",
                          nb.fmt_ratio(q), "yes" if q >= min_ratio else "no"])
+    for s, what, min_ratio in (("R1 file", "batch", 10.0), ("R1 file", "table", 20.0),
+                               ("R3 file", "batch", 5.0), ("R3 file", "table", 5.0)):
+        r = res.setups.get(s)
+        thr = getattr(r, what, None) if r else None
+        if thr is None or not r.nats_async:
+            continue
+        q = nb.ratio(thr.msgs_per_s, r.nats_async.msgs_per_s)
+        label = "publish_batch(list)" if what == "batch" else "publish_batch(table)"
+        rows.append([f"issue 18: {label} {s} >= {min_ratio:.0f}x nats-py async {s}",
+                     nb.fmt_ratio(q), "yes" if q >= min_ratio else "no"])
     if res.failover_s:
         med = statistics.median(res.failover_s)
         rows.append(["failover median < 2 s", f"{med:.2f} s", "yes" if med < 2 else "no"])
@@ -536,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(res))
     t = targets(res)
     if t:
-        print("\nTargets (issue 5)\n")
+        print("\nTargets (issues 5 and 18)\n")
         print(t)
     print(f"\n({time.monotonic() - t0:.0f} s; load average at the end {load[0]:.1f} "
           f"{load[1]:.1f} {load[2]:.1f})", flush=True)

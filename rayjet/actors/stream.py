@@ -331,6 +331,15 @@ class StreamReplica:
                     answers[i] = r.ack
         return answers
 
+    async def publish_columns(self, batch: Any, timeout: float = DEFAULT_TIMEOUT
+                              ) -> dict[str, Any]:
+        """Store a pyarrow batch of messages (see engine.columnar); the compact answer of
+        :meth:`ColumnPlan.answer`."""
+        self._require_writable()
+        plan = self.engine.prepare_columns(batch)
+        results = await self._propose_ops(plan.ops, timeout) if plan.ops else []
+        return plan.answer(results)
+
     async def publish_atomic(self, msgs: list[tuple], batch_id: str,
                              timeout: float = DEFAULT_TIMEOUT) -> Any:
         self._require_writable()

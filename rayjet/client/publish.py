@@ -9,8 +9,11 @@ import uuid
 from collections import OrderedDict, deque
 from typing import Any
 
+import pyarrow as pa
+
 from rayjet.api import PubAck
 from rayjet.api import headers as H
+from rayjet.client import column_publish as CP
 from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
 from rayjet.subjects import validate_subject
 
@@ -98,7 +101,17 @@ class PublishAPI:
 
         Non-atomic: one answer per message, a PubAck or the APIError that refused it
         (nothing is dropped silently). ``atomic=True``: all messages (one stream) are stored
-        together or none are; returns the PubAck of each message."""
+        together or none are; returns the PubAck of each message.
+
+        ``msgs`` may also be a ``pyarrow.Table`` or ``RecordBatch`` with the columns
+        ``subject``, ``data`` and optionally ``headers`` (map of string to string) and
+        ``msg_id``: its rows cross to the stream leader as Arrow columns and are admitted in
+        bulk; the answers come as a :class:`~rayjet.client.column_publish.PubAcks`."""
+        if isinstance(msgs, pa.Table | pa.RecordBatch):
+            if atomic:
+                msgs = CP.table_messages(msgs)
+            else:
+                return self._publish_table(msgs, timeout or self.timeout)
         items = [_message(*(m if len(m) == 3 else (*m, None))) for m in msgs]
         if not items:
             return []
@@ -131,6 +144,38 @@ class PublishAPI:
             run.append(item)
         answers.extend(self._flush_run(run_stream, run, timeout))
         return answers
+
+    def _publish_table(self, batch: Any, timeout: float) -> CP.PubAcks:
+        if isinstance(batch, pa.Table):
+            batch = batch.combine_chunks()
+        cols = CP.message_columns(batch)
+        CP.check_client_side(cols)
+        acks = CP.PubAcks(cols.count)
+        if not cols.count:
+            return acks
+        streams, names = CP.row_streams(cols, self._stream_for, acks)
+        safe = cols.msg_ids is not None and all(cols.msg_ids)
+        for start, stop, stream in CP.stream_runs(streams):
+            if stream < 0:
+                continue  # no stream captures these subjects: answered already
+            for a, b in CP.call_ranges(cols, start, stop):
+                try:
+                    answer = self._send_columns(names[stream], batch.slice(a, b - a), timeout,
+                                                safe)
+                except APIError as err:
+                    acks.refuse(a, b - a, err)
+                    continue
+                acks.take(names[stream], a, answer)
+        return acks
+
+    def _send_columns(self, stream: str, part: Any, timeout: float, safe: bool
+                      ) -> dict[str, Any]:
+        """One call carrying ``part``'s rows to ``stream``'s leader (retried after an
+        unknown outcome only when every row has a msg id). A call of many rows can take
+        longer than ATTEMPT_TIMEOUT: it waits for its replica, as a retry sent while the
+        first attempt is still stored would find its ids in process."""
+        return self._stream_call(stream, "publish_columns", part, timeout, timeout=timeout,
+                                 retry_unknown=safe)
 
     def _flush_run(self, stream: str | None, run: list[tuple], timeout: float) -> list[Any]:
         if not run:

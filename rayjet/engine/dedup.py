@@ -24,6 +24,10 @@ class DedupTable:
             return 0
         return entry[0]
 
+    def known(self, msg_ids: set[str]) -> set[str]:
+        """The ids of ``msg_ids`` the table holds (in the window or not)."""
+        return msg_ids & self._ids.keys()
+
     def add(self, msg_id: str, seq: int, ts: int) -> None:
         ids = self._ids
         if msg_id in ids:

@@ -26,6 +26,7 @@ OP_ACK = 7
 OP_CONSUMER = 8
 OP_SOURCE = 9
 OP_SWEEP = 10
+OP_RUN = 11
 
 # -- MsgOp.flags bits (only add) -----------------------------------------------------------
 F_ROLLUP_SUB = 1
@@ -65,6 +66,67 @@ class MsgOp:
     def fields(self) -> list[Any]:
         return [self.seq, self.ts, self.subject, self.hdr, self.data, self.ttl, self.msg_id,
                 self.flags, self.sched, self.scheduler, self.sched_next, self.pid]
+
+
+def id_header(msg_id: str) -> bytes:
+    """The header block of a message whose only header is its Nats-Msg-Id (as the
+    per-message path encodes ``{"Nats-Msg-Id": msg_id}``)."""
+    return f"NATS/1.0\r\nNats-Msg-Id: {msg_id}\r\n\r\n".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class MsgRunOp:
+    """Plain messages at consecutive sequences from ``seq``, all with timestamp ``ts``: one
+    op for a run a columnar publish admitted as a whole (no headers but a Nats-Msg-Id, no
+    TTL, rollup, counter, schedule or no-interest flag).
+
+    Columns in compact binary form: ``names`` holds each distinct subject once and
+    ``which`` (little-endian u32 per message) points into it; payloads are ``data`` cut at
+    ``ends`` (little-endian u64 end offsets); ``msg_ids`` is empty when no message has
+    one, else one per message ("" for none).
+    """
+
+    seq: int
+    ts: int
+    names: tuple[str, ...]
+    which: bytes
+    ends: bytes
+    data: bytes
+    msg_ids: tuple[str, ...] = ()
+    pid: int = 0
+
+    code = OP_RUN
+
+    @property
+    def count(self) -> int:
+        return len(self.which) >> 2
+
+    @property
+    def last_seq(self) -> int:
+        return self.seq + self.count - 1
+
+    def subjects(self) -> list[str]:
+        names = self.names
+        if len(names) == 1:
+            return [names[0]] * self.count
+        return [names[i] for i in memoryview(self.which).cast("I")]
+
+    def payloads(self) -> list[bytes]:
+        data, out, start = self.data, [], 0
+        add = out.append
+        for end in memoryview(self.ends).cast("Q"):
+            add(data[start:end])
+            start = end
+        return out
+
+    def headers(self) -> list[bytes]:
+        if not self.msg_ids:
+            return [b""] * self.count
+        return [id_header(i) if i else b"" for i in self.msg_ids]
+
+    def fields(self) -> list[Any]:
+        return [self.seq, self.ts, list(self.names), self.which, self.ends, self.data,
+                list(self.msg_ids), self.pid]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +280,7 @@ class SweepOp:
 
 
 Op = (MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
-      | SourceOp | SweepOp)
+      | SourceOp | SweepOp | MsgRunOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 _TYPE_BYTE = [bytes((i,)) for i in range(256)]
@@ -259,6 +321,7 @@ _DECODERS = {
     OP_CONSUMER: _consumer,
     OP_SOURCE: _source,
     OP_SWEEP: lambda f: SweepOp(f[0], f[1], tuple(f[2])),
+    OP_RUN: lambda f: MsgRunOp(f[0], f[1], tuple(f[2]), f[3], f[4], f[5], tuple(f[6]), f[7]),
 }
 
 
@@ -274,8 +337,8 @@ def decode_op(buf: bytes) -> Op:
 
 __all__ = [
     "F_COUNTER", "F_MARKER", "F_NO_INTEREST", "F_ROLLUP_ALL", "F_ROLLUP_SUB", "OP_ACK",
-    "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_SKIP",
+    "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_RUN", "OP_SKIP",
     "OP_SOURCE", "OP_SWEEP", "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp",
-    "MsgOp", "Op", "PurgeOp", "SkipOp", "SourceOp", "SweepOp", "UpdateConfigOp", "decode_op",
-    "encode_op",
+    "MsgOp", "MsgRunOp", "Op", "PurgeOp", "SkipOp", "SourceOp", "SweepOp", "UpdateConfigOp", "decode_op",
+    "encode_op", "id_header",
 ]

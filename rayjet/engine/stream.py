@@ -25,6 +25,7 @@ from rayjet.engine import checks as C
 from rayjet.engine import schedules as S
 from rayjet.engine.ack_sync import AckSummary, sync_seqs
 from rayjet.engine.batch import Staged, check_batch_id, check_batch_size
+from rayjet.engine.columnar import ColumnarPublish
 from rayjet.engine.counters import ack_value, counter_payload, counter_value
 from rayjet.engine.dedup import DedupTable
 from rayjet.engine.interest_sweep import SWEEP_SCAN, apply_sweep, begin_sweep, prepare_sweep
@@ -40,6 +41,7 @@ from rayjet.engine.ops import (
     ConsumerOp,
     DeleteOp,
     MsgOp,
+    MsgRunOp,
     Op,
     PurgeOp,
     SkipOp,
@@ -113,7 +115,7 @@ def _encode(h: Mapping[str, str]) -> bytes:
 SYNC_SCAN = 16_384  # messages one reconciliation step looks at
 
 
-class StreamEngine:
+class StreamEngine(ColumnarPublish):
     def __init__(self, config: StreamConfig, store, clock: Clock = SYSTEM_CLOCK, *,
                  rebuild: bool = True) -> None:
         self.store = store
@@ -455,7 +457,7 @@ class StreamEngine:
             raise StreamSealedError()
         if self.config.deny_delete:
             raise error_for("STREAM_MSG_DELETE_FAILED", "message delete not permitted")
-        if seq not in self.pending.by_seq:
+        if not self.pending.holds(seq):
             try:
                 self.store.load_msg(seq)
             except NotFoundError:
@@ -540,6 +542,8 @@ class StreamEngine:
             else:
                 self.store.store_raw(op.subject, op.hdr, op.data, op.seq, op.ts, op.ttl)
             return self._stored(op, rp_last)
+        if t is MsgRunOp:
+            return self._apply_run(op)
         if t is BatchOp:
             return self.apply_atomic(op)
         if t is SkipOp:
@@ -576,11 +580,17 @@ class StreamEngine:
         add = run.append
         expect = self._last_seq + 1
         bad = self._bad_pid
+        joins_runs = self._republish is None
         for op in ops:
-            if (type(op) is MsgOp and op.seq == expect and not op.flags & _RUN_FLAGS
+            t = type(op)
+            if (t is MsgOp and op.seq == expect and not op.flags & _RUN_FLAGS
                     and not op.scheduler and not (bad and op.pid == bad)):
                 add(op)
                 expect += 1
+                continue
+            if t is MsgRunOp and joins_runs and op.seq == expect and not (bad and op.pid == bad):
+                add(op)
+                expect += op.count
                 continue
             if run:
                 out += self._store_run(run, raw_batch)
@@ -593,11 +603,45 @@ class StreamEngine:
             out += self._store_run(run, raw_batch)
         return out
 
-    def _store_run(self, run: list[MsgOp], raw_batch) -> list[ApplyResult]:
-        """Store consecutive plain MsgOps (no rollup, no-interest or scheduler) in one call;
-        the same bookkeeping as :meth:`_stored` for each, without its per-op branches."""
-        lasts = self._rp_lasts(run) if self._leader and self._republish is not None else None
-        raw_batch(list(map(_RAW_FIELDS, run)))
+    def _store_run(self, run: list, raw_batch) -> list[ApplyResult]:
+        """Store consecutive plain MsgOps (no rollup, no-interest or scheduler) and
+        MsgRunOps in one call; the same bookkeeping as :meth:`_stored` for each."""
+        if all(type(op) is MsgOp for op in run):
+            lasts = self._rp_lasts(run) if self._leader and self._republish is not None else None
+            raw_batch(list(map(_RAW_FIELDS, run)))
+            return self._after_stored(run, lasts)
+        cols: tuple[list, ...] = ([], [], [], [], [], [])
+        subjects, hdrs, datas, seqs, tss, ttls = cols
+        for op in run:
+            if type(op) is MsgRunOp:
+                subjects += op.subjects()
+                hdrs += op.headers()
+                datas += op.payloads()
+                seqs += range(op.seq, op.seq + op.count)
+                tss += [op.ts] * op.count
+                ttls += [0] * op.count
+            else:
+                for col, value in zip(cols, _RAW_FIELDS(op)):
+                    col.append(value)
+        self.store.store_raw_columns(subjects, hdrs, datas, seqs, tss, ttls)
+        out: list[ApplyResult] = []
+        plain: list[MsgOp] = []
+        for op in run:
+            if type(op) is MsgRunOp:
+                if plain:
+                    out += self._after_stored(plain)
+                    plain = []
+                out.append(self._after_run(op))
+            else:
+                plain.append(op)
+        if plain:
+            out += self._after_stored(plain)
+        return out
+
+    def _after_stored(self, run: list[MsgOp], lasts: list[int] | None = None
+                      ) -> list[ApplyResult]:
+        """:meth:`_stored` for consecutive plain MsgOps the store took, without its per-op
+        branches (``lasts``: :meth:`_rp_lasts` before they were stored, for republish)."""
         last = run[-1]
         self._last_seq = last.seq
         self._last_ts = last.ts
@@ -631,6 +675,41 @@ class StreamEngine:
                         res.republish.append(rp)
             append(res)
         return out
+
+    def _apply_run(self, op: MsgRunOp) -> ApplyResult:
+        """Store a run of plain messages in one write; the bookkeeping of :meth:`_stored`
+        for each (no flags, schedules or republish: the leader proposes runs only then)."""
+        if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
+            return self.reject_stale(op)
+        subjects, hdrs, datas = op.subjects(), op.headers(), op.payloads()
+        count = len(datas)
+        seqs = range(op.seq, op.seq + count)
+        tss, ttls = (op.ts,) * count, (0,) * count
+        store_columns = getattr(self.store, "store_raw_columns", None)
+        if store_columns is not None:
+            store_columns(subjects, hdrs, datas, seqs, tss, ttls)
+        else:
+            for item in zip(subjects, hdrs, datas, seqs, tss, ttls):
+                self.store.store_raw(*item)
+        return self._after_run(op)
+
+    def _after_run(self, op: MsgRunOp) -> ApplyResult:
+        """The bookkeeping after the store took a run."""
+        last = op.last_seq
+        self._last_seq = last
+        self._last_ts = op.ts
+        self._last_msg_id = op.msg_ids[-1] if op.msg_ids else ""
+        if op.msg_ids and self._window_ns:
+            add = self.dedup.add
+            for seq, msg_id in enumerate(op.msg_ids, op.seq):
+                if msg_id:
+                    add(msg_id, seq, op.ts)
+        if self.schedules.by_subject:
+            for subject in op.names:
+                self.schedules.remove(subject)
+        if self._leader:
+            self.pending.applied_run(op.seq)
+        return ApplyResult(op, seq=last, stream=self.name, value=op.count)
 
     def _rp_last(self, op: MsgOp) -> int:
         """Leader with republish: the last seq on the op's subject before it is stored."""

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import ray
 
-from rayjet.api import headers as H
+from rayjet.client.column_publish import table_messages
+from rayjet.engine.columnar import binary_parts
 from rayjet.errors import APIError, BadRequestError, ServiceUnavailableError, TimeoutError
 from rayjet.spark.quiet import quiet_execution
 
-PUBLISH_CHUNK = 5_000  # messages per publish_batch call from a write task
+PUBLISH_CHUNK = 50_000  # rows per publish_batch call from a write task (a table)
 WRITE_TASK_CPUS = 0.5
 # a block whose publish found the stream unavailable or timed out is published again (same
 # ids: the stream keeps one copy), up to this many times, waiting 0.5 s, 1 s, 2 s between
@@ -101,50 +103,85 @@ def _as_headers(v: Any) -> dict[str, str]:
     return {str(k): str(val) for k, val in v.items() if val is not None}
 
 
-def block_messages(table: pa.Table, spec: WriteSpec) -> list[tuple[str, bytes, dict]]:
-    """The messages of one block, each with its deterministic ``Nats-Msg-Id``."""
-    n = table.num_rows
-    subjects = ([spec.subject] * n if spec.subject is not None
-                else [str(s) for s in table.column(spec.subject_col).to_pylist()])
-    datas = [_as_bytes(v) for v in table.column(spec.data_col).to_pylist()]
-    hdrs = ([_as_headers(v) for v in table.column(spec.headers_col).to_pylist()]
-            if spec.headers_col else [{} for _ in range(n)])
+def _payload_column(col: pa.ChunkedArray) -> pa.Array:
+    arr = col.combine_chunks()
+    t = arr.type
+    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t)):
+        return arr  # crosses as it is
+    return pa.array([_as_bytes(v) for v in arr.to_pylist()], pa.binary())
+
+
+def _subject_column(table: pa.Table, spec: WriteSpec) -> pa.Array:
+    if spec.subject is not None:
+        return pa.array([spec.subject] * table.num_rows, pa.string())
+    arr = table.column(spec.subject_col).combine_chunks()
+    return arr if pa.types.is_string(arr.type) else arr.cast(pa.string())
+
+
+def _derived_ids(spec: WriteSpec, subjects: pa.Array, data: pa.Array,
+                 headers: list[dict] | None) -> pa.Array:
+    """``<prefix><digest of the block>-<rows>-<row>``: the same block gets the same ids."""
+    digest = hashlib.blake2b(digest_size=12)
+    for arr in (subjects, data.cast(pa.large_binary())):
+        ends, values = binary_parts(arr.cast(pa.large_binary()))
+        digest.update(ends.tobytes())
+        digest.update(values)
+    if headers is not None:
+        digest.update(json.dumps(headers, sort_keys=True).encode())
+    n = len(subjects)
+    base = f"{spec.id_prefix}{digest.hexdigest()}-{n}-"
+    return pa.array([f"{base}{i}" for i in range(n)], pa.string())
+
+
+def block_table(table: pa.Table, spec: WriteSpec) -> pa.Table:
+    """The messages of one block as a message table (subject, data, msg_id[, headers]),
+    each row with its deterministic ``Nats-Msg-Id``."""
+    subjects = _subject_column(table, spec)
+    data = _payload_column(table.column(spec.data_col))
+    headers = ([_as_headers(v) for v in table.column(spec.headers_col).to_pylist()]
+               if spec.headers_col else None)
     if spec.msg_id_col:
-        ids = [None if v is None else str(v) for v in table.column(spec.msg_id_col).to_pylist()]
-        if any(i is None or i == "" for i in ids):
+        ids = table.column(spec.msg_id_col).combine_chunks()
+        ids = ids if pa.types.is_string(ids.type) else ids.cast(pa.string())
+        if ids.null_count or (len(ids) and not pc.all(pc.greater(pc.utf8_length(ids), 0)).as_py()):
             raise BadRequestError(f"msg_id_col {spec.msg_id_col!r} has empty values: every "
                                   "row needs an id for exactly-once writes")
-        ids = [f"{spec.id_prefix}{i}" for i in ids]
+        if spec.id_prefix:
+            ids = pc.binary_join_element_wise(spec.id_prefix, ids, "")
     else:
-        digest = hashlib.blake2b(digest_size=12)
-        for s, d, h in zip(subjects, datas, hdrs):
-            digest.update(s.encode())
-            digest.update(len(d).to_bytes(8, "little"))
-            digest.update(d)
-            if h:
-                digest.update(json.dumps(h, sort_keys=True).encode())
-        base = f"{spec.id_prefix}{digest.hexdigest()}-{n}-"
-        ids = [f"{base}{i}" for i in range(n)]
-    return [(s, d, {**h, H.MSG_ID: i}) for s, d, h, i in zip(subjects, datas, hdrs, ids)]
+        ids = _derived_ids(spec, subjects, data, headers)
+    columns = {"subject": subjects, "data": data, "msg_id": ids}
+    if headers is not None:
+        columns["headers"] = pa.array([h or None for h in headers],
+                                      pa.map_(pa.string(), pa.string()))
+    return pa.table(columns)
+
+
+def block_messages(table: pa.Table, spec: WriteSpec) -> list[tuple[str, bytes, dict]]:
+    """The messages of one block in list form (see :func:`block_table`)."""
+    return table_messages(block_table(table, spec))
 
 
 def publish_block(table: pa.Table, spec: WriteSpec, js: Any = None) -> dict[str, int]:
-    """Publish one block (in chunks); raise on the first message the stream refused."""
+    """Publish one block as Arrow columns; raise on the first message the stream refused."""
     js = js or connection(spec.data_dir, spec.timeout)
-    msgs = block_messages(table, spec)
-    out = {"rows": len(msgs), "stored": 0, "duplicates": 0, "first_seq": 0, "last_seq": 0}
-    for i in range(0, len(msgs), spec.chunk):
-        answers = js.publish_batch(msgs[i:i + spec.chunk], timeout=spec.timeout)
-        for msg, ack in zip(msgs[i:i + spec.chunk], answers):
-            if isinstance(ack, BaseException):
-                raise ack if isinstance(ack, APIError) else APIError(
-                    f"publishing to {msg[0]!r} failed: {ack}")
-            if ack.duplicate:
-                out["duplicates"] += 1
-            else:
-                out["stored"] += 1
-            out["first_seq"] = min(out["first_seq"] or ack.seq, ack.seq)
-            out["last_seq"] = max(out["last_seq"], ack.seq)
+    msgs = block_table(table, spec)
+    out = {"rows": msgs.num_rows, "stored": 0, "duplicates": 0, "first_seq": 0, "last_seq": 0}
+    for i in range(0, msgs.num_rows, spec.chunk):
+        part = msgs.slice(i, spec.chunk)
+        acks = js.publish_batch(part, timeout=spec.timeout)
+        if acks.errors:
+            row, err = min(acks.errors.items())
+            raise err if isinstance(err, APIError) else APIError(
+                f"publishing to {part.column('subject')[row]} failed: {err}")
+        duplicates = len(acks.duplicates)
+        out["duplicates"] += duplicates
+        out["stored"] += len(acks) - duplicates
+        seqs = acks.seqs
+        if len(seqs):
+            out["first_seq"] = min(out["first_seq"] or int(seqs.min()), int(seqs.min()))
+            out["last_seq"] = max(out["last_seq"], int(seqs.max()))
     return out
 
 
@@ -228,5 +265,6 @@ def write_stream(data: Any, subject_col: str | None = "subject", data_col: str =
     return out
 
 
-__all__ = ["WriteResult", "WriteSpec", "block_messages", "connection", "publish_block",
+__all__ = ["WriteResult", "WriteSpec", "block_messages", "block_table", "connection",
+           "publish_block",
            "write_stream"]

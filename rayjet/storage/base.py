@@ -222,15 +222,25 @@ class BaseStore:
         if not items:
             return
         subjects, hdrs, datas, seqs, tss, ttls = zip(*items)
+        self.store_raw_columns(subjects, hdrs, datas, seqs, tss, ttls, discard_new_check)
+
+    def store_raw_columns(self, subjects: Sequence[str], hdrs: Sequence[bytes],
+                          datas: Sequence[bytes], seqs: Sequence[int], tss: Sequence[int],
+                          ttls: Sequence[int], discard_new_check: bool = False) -> None:
+        """:meth:`store_raw_batch` with the records given as columns of equal length."""
+        self._check_open()
+        if not seqs:
+            return
         idx = self._idx
         first = seqs[0]
         n = len(seqs)
         known = idx.subj_ids
-        if (first <= idx.last or (n > 1 and seqs != tuple(range(first, first + n)))
+        if (first <= idx.last or (n > 1 and seqs[-1] - first != n - 1)
+                or (type(seqs) is not range and tuple(seqs) != tuple(range(first, first + n)))
                 or None in hdrs or None in datas or not self._valid_subjects(subjects, known)):
             # out of order, empty bodies or a bad subject: store_raw raises at the right item
-            for item in items:
-                self.store_raw(*item[:6], discard_new_check=discard_new_check)
+            for item in zip(subjects, hdrs, datas, seqs, tss, ttls):
+                self.store_raw(*item, discard_new_check=discard_new_check)
             return
         check = discard_new_check and bool(self._max_size or self._discard_new)
         now = self.clock.now_ns()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 from operator import add as _plus
@@ -267,7 +268,35 @@ class FileStore(BaseStore):
                 locs.pop()
                 blk.max_seq = max(blk.max_seq, seqs[-1])
                 return [locs, lens]
+            return self._write_across_blocks(seqs, tss, sbs, hdrs, datas, lens)
         return self._persist_each(seqs, tss, subjects, hdrs, datas)
+
+    def _write_across_blocks(self, seqs, tss, sbs, hdrs, datas, lens) -> list:
+        """Plain frames of a batch larger than the active block's room: the records that
+        fit, a roll, and so on (where :meth:`_persist_each` would roll, record by record)."""
+        limit = self.config.block_size
+        ends = list(accumulate(lens))
+        locs: list[int] = []
+        start, done, n = 0, 0, len(lens)
+        while start < n:
+            blk = self._active
+            pos = blk.size + len(self._wbuf)
+            stop = bisect_right(ends, done + limit - pos, lo=start)
+            if stop == start:
+                if pos:
+                    blk.max_seq = max(blk.max_seq, seqs[start] - 1)
+                    self._roll()
+                    continue
+                stop = start + 1  # a record larger than a block has one to itself
+            part = lens[start:stop]
+            self._wbuf += _plain_frames(seqs[start:stop], tss[start:stop], sbs[start:stop],
+                                        hdrs[start:stop], datas[start:stop], part)
+            locs += accumulate(part, initial=(blk.no << _OFF_BITS) | pos)
+            locs.pop()
+            blk.max_seq = max(blk.max_seq, seqs[stop - 1])
+            done = ends[stop - 1]
+            start = stop
+        return [locs, list(lens)]
 
     def _persist_each(self, seqs, tss, subjects, hdrs, datas) -> list:
         """Frame by frame, rolling to a new block where one would overflow."""

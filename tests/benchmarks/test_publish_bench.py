@@ -36,6 +36,7 @@ def test_publish_benchmark_smoke(ray_session, tmp_path):
     assert r.sync.stored == r.sync.count == 20
     assert r.batch.stored == r.batch.count and r.batch.extra["errors"] == 0
     assert r.async_.stored == r.async_.count and r.async_.extra["errors"] == 0
+    assert r.table.stored == r.table.count == 3000 and r.table.extra["errors"] == 0
     if with_nats:
         assert r.nats_sync is not None and r.nats_sync.stored == r.nats_sync.count
         assert r.nats_async is not None and r.nats_async.stored == r.nats_async.count
@@ -52,7 +53,8 @@ def test_targets_table_from_figures():
 
     res = pb.Results(
         setups={
-            "R1 file": pb.SetupResult("R1 file", lat, thr(300_000), thr(100_000), lat, thr(50_000)),
+            "R1 file": pb.SetupResult("R1 file", lat, thr(300_000), thr(100_000), lat, thr(50_000),
+                                      thr(900_000)),
             "R3 file": pb.SetupResult("R3 file", lat, thr(90_000), thr(60_000), lat, thr(30_000)),
         },
         failover_s=[1.0, 2.5, 1.5],
@@ -64,3 +66,7 @@ def test_targets_table_from_figures():
     assert rows["publish_batch R3 file >= 3x nats-py async R3 file"] == "yes"  # 3x
     assert rows["publish_async R3 file >= 3x nats-py async R3 file"] == "no"  # 2x
     assert rows["failover median < 2 s"] == "yes"  # median 1.5 s
+    assert rows["issue 18: publish_batch(table) R1 file >= 20x nats-py async R1 file"] == "no"
+    assert rows["issue 18: publish_batch(list) R1 file >= 10x nats-py async R1 file"] == "no"
+    assert rows["issue 18: publish_batch(list) R3 file >= 5x nats-py async R3 file"] == "no"
+    assert "issue 18: publish_batch(table) R3 file >= 5x nats-py async R3 file" not in rows

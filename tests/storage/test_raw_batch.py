@@ -197,6 +197,24 @@ def test_batches_roll_blocks_like_single_writes(make):
     assert len(s._blocks) > 3
 
 
+def test_a_batch_across_blocks_writes_the_bytes_of_single_writes(make):
+    if make.kind != "file":
+        pytest.skip("plain FileStore only (compressed frames take another path, encrypted "
+                    "ones differ by their nonces)")
+    one, batched = make(block_size=2048), make(block_size=2048)
+    batch = items(300, size=lambda i: 11 + (i * 7) % 90)
+    batch += [("big.one", b"", b"x" * 5000, 301, T0 + 301, 0)] + items(40, first=302)
+    one_by_one(one, batch)
+    batched.store_raw_batch(batch)
+    for s in (one, batched):
+        s.flush()
+    assert len(one._blocks) > 3 and sorted(one._blocks) == sorted(batched._blocks)
+    for no in sorted(one._blocks):
+        with open(one._blocks[no].path, "rb") as a, open(batched._blocks[no].path, "rb") as b:
+            assert a.read() == b.read(), f"block {no}"
+    assert outcome(both_ways(make, batched)) == outcome(one)
+
+
 def test_last_seq_for_subject(make):
     s = make()
     assert s.last_seq_for_subject("a.1") == 0

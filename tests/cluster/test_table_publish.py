@@ -1,0 +1,120 @@
+"""publish_batch of a pyarrow Table on real actors: the rows cross as Arrow columns and get
+the list form's answers, in order, across streams and call boundaries."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from rayjet import StorageType
+from rayjet.api import PubAck
+from rayjet.client import column_publish
+from rayjet.errors import BadRequestError, InvalidSubjectError, NotFoundError
+
+pytestmark = pytest.mark.usefixtures("drop_new_streams")
+
+
+def _stored(js, name: str) -> list[tuple]:
+    last = js.stream_info(name).state.last_seq
+    out = []
+    for seq in range(1, last + 1):
+        try:
+            m = js.get_msg(name, seq)
+        except NotFoundError:
+            continue
+        out.append((m.seq, m.subject, m.data, m.headers))
+    return out
+
+
+def test_a_table_stores_and_answers_as_the_list_form(js, stream_name):
+    for suffix in ("L", "T"):
+        js.add_stream(name=f"{stream_name}{suffix}", subjects=[f"{stream_name}{suffix}.>"],
+                      num_replicas=3, storage=StorageType.FILE, duplicate_window=60,
+                      max_msg_size=64)
+    rows = [("a", b"one", "id1", None), ("b", b"x" * 100, None, None), ("a", b"", "id1", None),
+            ("c", None, "id2", {"k": "v"}), ("b", b"three", None, None)]
+
+    def subject(suffix, s):
+        return f"{stream_name}{suffix}.{s}"
+
+    listed = js.publish_batch([
+        (subject("L", s), d or b"", {**(h or {}), **({"Nats-Msg-Id": i} if i else {})} or None)
+        for s, d, i, h in rows])
+    table = pa.table({
+        "subject": [subject("T", s) for s, _, _, _ in rows],
+        "data": pa.array([d for _, d, _, _ in rows], pa.binary()),
+        "msg_id": [i for _, _, i, _ in rows],
+        "headers": pa.array([h for _, _, _, h in rows], pa.map_(pa.string(), pa.string())),
+    })
+    acks = js.publish_batch(table)
+    assert isinstance(acks, column_publish.PubAcks) and len(acks) == len(rows)
+
+    def shape(a):
+        if isinstance(a, PubAck):
+            return ("ack", a.seq, a.duplicate)
+        return ("err", a.err_code)
+
+    assert [shape(a) for a in acks] == [shape(a) for a in listed]
+    assert [shape(a) for a in acks] == [("ack", 1, False), ("err", 10054), ("err", 10158),
+                                        ("ack", 2, False), ("ack", 3, False)]
+    assert list(acks.seqs) == [1, 0, 0, 2, 3] and sorted(acks.errors) == [1, 2]
+    assert [r[2:] for r in _stored(js, f"{stream_name}T")] == \
+        [r[2:] for r in _stored(js, f"{stream_name}L")]
+    # the same ids again: duplicates of what is stored
+    again = js.publish_batch(table.slice(0, 1))
+    assert (again[0].seq, again[0].duplicate) == (1, True)
+
+
+def test_rows_for_several_streams_keep_their_order_and_unknown_subjects_are_refused(
+        js, stream_name):
+    for suffix in ("A", "B"):
+        js.add_stream(name=f"{stream_name}{suffix}", subjects=[f"{stream_name}{suffix}.*"],
+                      storage=StorageType.MEMORY)
+    subjects = [f"{stream_name}A.x", f"{stream_name}B.y", f"{stream_name}B.y",
+                f"{stream_name}NONE.z", f"{stream_name}A.x"]
+    acks = js.publish_batch(pa.table({"subject": subjects,
+                                      "data": [b"%d" % i for i in range(5)]}))
+    assert [(a.stream, a.seq) for a in acks[:3]] == [(f"{stream_name}A", 1),
+                                                    (f"{stream_name}B", 1),
+                                                    (f"{stream_name}B", 2)]
+    assert isinstance(acks[3], NotFoundError)
+    assert (acks[4].stream, acks[4].seq) == (f"{stream_name}A", 2)
+    assert [m[2] for m in _stored(js, f"{stream_name}A")] == [b"0", b"4"]
+
+
+def test_a_large_table_is_split_into_calls_without_changing_the_answers(
+        js, stream_name, monkeypatch):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], num_replicas=3,
+                  storage=StorageType.FILE)
+    monkeypatch.setattr(column_publish, "MAX_CALL_ROWS", 700)
+    monkeypatch.setattr(column_publish, "MAX_CALL_BYTES", 64 * 1024)
+    n = 5000
+    table = pa.table({"subject": [f"{stream_name}.{i % 13}" for i in range(n)],
+                      "data": [i.to_bytes(4, "big") * 8 for i in range(n)]})
+    acks = js.publish_batch(table)
+    assert list(acks.seqs) == list(range(1, n + 1)) and not acks.errors
+    assert js.stream_info(stream_name).state.messages == n
+    assert js.get_msg(stream_name, 4001).data == (4000).to_bytes(4, "big") * 8
+
+
+def test_bad_subjects_and_columns_are_refused_before_anything_is_stored(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY)
+    with pytest.raises(InvalidSubjectError):
+        js.publish_batch(pa.table({"subject": [f"{stream_name}.a", "bad subject"],
+                                   "data": [b"1", b"2"]}))
+    with pytest.raises(BadRequestError, match="unexpected columns"):
+        js.publish_batch(pa.table({"subject": [f"{stream_name}.a"], "payload": [b"1"]}))
+    with pytest.raises(BadRequestError, match="CR or LF"):
+        js.publish_batch(pa.table({"subject": [f"{stream_name}.a"], "data": [b"1"],
+                                   "msg_id": ["a\r\nb"]}))
+    assert js.stream_info(stream_name).state.messages == 0
+    assert len(js.publish_batch(pa.table({"subject": pa.array([], pa.string()),
+                                          "data": pa.array([], pa.binary())}))) == 0
+
+
+def test_an_atomic_table_is_stored_whole(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY,
+                  allow_atomic_publish=True)
+    acks = js.publish_batch(pa.table({"subject": [f"{stream_name}.a", f"{stream_name}.b"],
+                                      "data": [b"1", b"2"]}), atomic=True)
+    assert [a.seq for a in acks] == [1, 2] and acks[0].batch
