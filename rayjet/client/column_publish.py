@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from rayjet.api import PubAck
@@ -155,6 +156,28 @@ def stream_runs(streams: np.ndarray) -> list[tuple[int, int, int]]:
     return [(a, b, int(streams[a])) for a, b in zip(starts, stops, strict=True)]
 
 
+def messages_table(msgs: list[tuple]) -> pa.Table:
+    """Checked ``(subject, data, headers)`` messages as a message table: a header dict
+    holding only a Nats-Msg-Id goes to the ``msg_id`` column (its row is then admitted
+    with the run), any other to ``headers``."""
+    ids: list[str | None] = []
+    headers: list[dict | None] = []
+    for _, _, h in msgs:
+        if h and len(h) == 1 and h.get(H.MSG_ID):
+            ids.append(h[H.MSG_ID])
+            headers.append(None)
+        else:
+            ids.append(None)
+            headers.append(h or None)
+    columns = {"subject": pa.array([m[0] for m in msgs], pa.string()),
+               "data": pa.array([m[1] for m in msgs], pa.binary())}
+    if any(i is not None for i in ids):
+        columns["msg_id"] = pa.array(ids, pa.string())
+    if any(h is not None for h in headers):
+        columns["headers"] = pa.array(headers, pa.map_(pa.string(), pa.string()))
+    return pa.table(columns)
+
+
 def table_messages(batch: Any) -> list[tuple]:
     """The rows of a batch as list-form messages (an atomic publish)."""
     cols = message_columns(batch)
@@ -162,5 +185,5 @@ def table_messages(batch: Any) -> list[tuple]:
 
 
 __all__ = ["MAX_CALL_BYTES", "MAX_CALL_ROWS", "PubAcks", "call_ranges", "check_client_side",
-           "message_columns",
+           "message_columns", "messages_table",
            "row_streams", "stream_runs", "table_messages"]

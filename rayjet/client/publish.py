@@ -18,6 +18,8 @@ from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
 from rayjet.subjects import validate_subject
 
 MAX_CALL_MSGS = 10_000  # messages per actor call
+# a call of at least this many messages crosses as Arrow columns (admitted in bulk)
+COLUMNS_FROM = 64
 # a safe-to-retry call stops waiting on one replica after this long and tries the others
 # (a killed leader otherwise holds the call until Ray notices, 1-2 s)
 ATTEMPT_TIMEOUT = 0.5
@@ -69,6 +71,11 @@ class PublishAPI:
         # a retry after an unknown outcome is safe only when every message has a msg id
         safe = all(h and H.MSG_ID in h for _, _, h in msgs)
         try:
+            if len(msgs) >= COLUMNS_FROM:
+                table = CP.messages_table(msgs)
+                acks = CP.PubAcks(len(msgs))
+                acks.take(stream, 0, self._send_columns(stream, table, timeout, safe))
+                return list(acks)
             answers = self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
                                         retry_unknown=safe,
                                         attempt_timeout=ATTEMPT_TIMEOUT if safe else None)

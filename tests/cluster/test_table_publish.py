@@ -118,3 +118,29 @@ def test_an_atomic_table_is_stored_whole(js, stream_name):
     acks = js.publish_batch(pa.table({"subject": [f"{stream_name}.a", f"{stream_name}.b"],
                                       "data": [b"1", b"2"]}), atomic=True)
     assert [a.seq for a in acks] == [1, 2] and acks[0].batch
+
+
+def test_a_long_list_crosses_as_columns_and_answers_as_the_short_form(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY,
+                  duplicate_window=60)
+    s = stream_name
+    msgs = [(f"{s}.a", b"%d" % i, {"Nats-Msg-Id": f"m{i % 90}"}) for i in range(100)]
+    msgs[5] = (f"{s}.b", b"h", {"k": "v", "Nats-Msg-Id": "x"})
+    msgs[6] = (f"{s}.b", b"e", {"Nats-Msg-Id": ""})
+    answers = js.publish_batch(msgs)
+    assert isinstance(answers, list) and len(answers) == 100
+    # ids m0..m9 come again in rows 90..99 (m5 and m6 were replaced in rows 5 and 6)
+    refused = [i for i, a in enumerate(answers) if not isinstance(a, PubAck)]
+    assert refused == [90, 91, 92, 93, 94, 97, 98, 99]
+    assert all(answers[i].err_code == 10158 for i in refused)
+    assert [answers[i].seq for i in (0, 5, 6, 95, 96)] == [1, 6, 7, 91, 92]
+    assert js.get_msg(s, 6).headers == {"k": "v", "Nats-Msg-Id": "x"}
+    assert js.get_msg(s, 7).headers == {"Nats-Msg-Id": ""}
+    assert js.get_msg(s, 1).headers == {"Nats-Msg-Id": "m0"}
+    # the rows before the one with headers were admitted as one run: one timestamp
+    assert js.get_msg(s, 1).time == js.get_msg(s, 5).time
+    # the same messages again: duplicates answered with their seqs, but for the row whose
+    # id is empty (no id: stored again)
+    again = js.publish_batch(msgs[:64])
+    assert [a.seq for a in again[:8]] == [1, 2, 3, 4, 5, 6, 93, 8]
+    assert [i for i, a in enumerate(again) if not a.duplicate] == [6]
