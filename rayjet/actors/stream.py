@@ -323,12 +323,7 @@ class StreamReplica:
         if ops:
             results = await self._propose_ops(ops, timeout)
             for i, r in zip(slots, results, strict=True):
-                if not r.ok:
-                    answers[i] = r.error
-                elif r.val is None and r.batch is None:
-                    answers[i] = r.seq
-                else:
-                    answers[i] = r.ack
+                answers[i] = r.answer
         return answers
 
     async def publish_columns(self, batch: Any, timeout: float = DEFAULT_TIMEOUT

@@ -145,12 +145,7 @@ class ColumnPlan:
         rows_out = dict(self.answers)
         for rows, r in zip(self.rows, results, strict=True):
             if isinstance(rows, int):
-                if not r.ok:
-                    rows_out[rows] = r.error
-                elif r.val is None and r.batch is None:
-                    rows_out[rows] = r.seq
-                else:
-                    rows_out[rows] = r.ack
+                rows_out[rows] = r.answer
             elif r.ok:
                 runs.append((rows.astype("<u4").tobytes(), r.op.seq))
             else:

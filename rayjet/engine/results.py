@@ -39,6 +39,16 @@ class ApplyResult:
     count: int | None = None
 
     @property
+    def answer(self) -> Any:
+        """A publish's answer for the client: the stored seq (an int; the client makes the
+        plain PubAck), the PubAck when it says more (counter value, batch), or the error."""
+        if not self.ok:
+            return self.error
+        if self.val is None and self.batch is None:
+            return self.seq
+        return self.ack
+
+    @property
     def ack(self) -> PubAck | None:
         if not self.ok or not self.seq:
             return None

@@ -88,7 +88,7 @@ def _publish_list(engine: StreamEngine, msgs: list[tuple]) -> list:
             ops.append(op)
             slots.append(i)
     for i, r in zip(slots, engine.apply_batch(ops), strict=True):
-        answers[i] = r.seq if r.ok and r.val is None else (r.ack if r.ok else r.error)
+        answers[i] = r.answer
     return answers
 
 
