@@ -230,3 +230,59 @@ def test_a_sealed_stream_refuses_every_row_alike():
     engine.set_leader(1)
     plan = engine.prepare_columns(pa.table({"subject": ["s.a", "s.b"], "data": [b"", b""]}))
     assert plan.ops == [] and plan.refused is not None and plan.refused.err_code == 10109
+
+
+def _ids_table(start: int, count: int) -> pa.Table:
+    return pa.table({"subject": [f"s.{i % 5}" for i in range(start, start + count)],
+                     "data": [b"%d" % i for i in range(start, start + count)],
+                     "msg_id": [f"r{i}" for i in range(start, start + count)]})
+
+
+def _wire(plan) -> list:
+    return [decode_op(encode_op(op)) for op in plan.ops]
+
+
+def test_a_retry_on_the_next_leader_stores_each_row_once():
+    """The old leader's first run commits, its second is lost with it; the client sends the
+    whole table again to the new leader, which has applied the log."""
+    clock = ManualClock()
+    cfg = StreamConfig(name="S", subjects=["s.>"], storage="memory", duplicate_window=60.0)
+    old, new = _engine(cfg, "memory", "", clock), _engine(cfg, "memory", "", clock)
+    old.set_leader(1)
+    committed = _wire(old.prepare_columns(_ids_table(0, 100)))
+    old.prepare_columns(_ids_table(100, 100))  # proposed, never committed
+    new.apply_batch(committed)
+    new.set_leader(2)
+    plan = new.prepare_columns(_ids_table(0, 200))
+    answer = plan.answer(new.apply_batch(_wire(plan)))
+    assert [answer["rows"][r] for r in (0, 99)] == [
+        PubAck(stream="S", seq=1, duplicate=True), PubAck(stream="S", seq=100, duplicate=True)]
+    assert len(answer["rows"]) == 100 and [first for _, first in answer["runs"]] == [101]
+    records = _records(new)
+    assert [r[3] for r in records] == [b"%d" % i for i in range(200)]
+    assert new.store.fast_state().msgs == 200
+
+
+def test_a_stale_leaders_run_is_refused_on_every_replica():
+    """Two replicas believe they lead: the run the log orders second was projected on a state
+    that is gone, so every replica skips it and its rows are answered with the error."""
+    clock = ManualClock()
+    cfg = StreamConfig(name="S", subjects=["s.>"], storage="memory", duplicate_window=60.0)
+    old, new, third = (_engine(cfg, "memory", "", clock) for _ in range(3))
+    old.set_leader(1)
+    new.set_leader(2)
+    stale = old.prepare_columns(_ids_table(0, 50))
+    current = new.prepare_columns(_ids_table(50, 50))
+    log = _wire(current) + _wire(stale)
+    results = third.apply_batch(log)
+    assert [r.ok for r in results] == [True, False]
+    answer = stale.answer(old.apply_batch(_wire(current) + stale.ops)[1:])
+    assert answer["runs"] == [] and len(answer["rows"]) == 50
+    assert all(isinstance(a, APIError) for a in answer["rows"].values())
+    assert [r[3] for r in _records(third)] == [b"%d" % i for i in range(50, 100)]
+    # the client sends the refused rows again, to the current leader: stored after the others
+    new.apply_batch(_wire(current))
+    again = new.prepare_columns(_ids_table(0, 50))
+    third.apply_batch(_wire(again))
+    assert [r[3] for r in _records(third)] == \
+        [b"%d" % i for i in range(50, 100)] + [b"%d" % i for i in range(50)]
