@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from rayjet.errors import BadRequestError
 
@@ -109,12 +110,12 @@ class MsgRunOp:
         names = self.names
         if len(names) == 1:
             return [names[0]] * self.count
-        return [names[i] for i in memoryview(self.which).cast("I")]
+        return [names[i] for i in np.frombuffer(self.which, dtype="<u4").tolist()]
 
     def payloads(self) -> list[bytes]:
         data, out, start = self.data, [], 0
         add = out.append
-        for end in memoryview(self.ends).cast("Q"):
+        for end in np.frombuffer(self.ends, dtype="<u8").tolist():
             add(data[start:end])
             start = end
         return out
