@@ -189,8 +189,8 @@ class ColumnarPublish:
                     or (cfg.discard_new_per_subject and cfg.max_msgs_per_subject > 0))
 
     def _admit_row(self, cols: MessageColumns, row: int, plan: ColumnPlan) -> None:
-        subject, data, headers = cols.message(row)
         try:
+            subject, data, headers = cols.message(row)  # a bad header block raises here
             hdr, h = self._headers(headers)
             out = self.admit(subject, data, hdr, h, None)
         except APIError as err:

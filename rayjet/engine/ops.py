@@ -125,6 +125,13 @@ class MsgRunOp:
             return [b""] * self.count
         return [id_header(i) if i else b"" for i in self.msg_ids]
 
+    def raw_columns(self) -> tuple[list, list, list, range, list, list]:
+        """The run as the store's raw columns: subjects, headers, payloads, seqs,
+        timestamps and TTLs (none)."""
+        n = self.count
+        return (self.subjects(), self.headers(), self.payloads(), range(self.seq, self.seq + n),
+                [self.ts] * n, [0] * n)
+
     def fields(self) -> list[Any]:
         return [self.seq, self.ts, list(self.names), self.which, self.ends, self.data,
                 list(self.msg_ids), self.pid]

@@ -614,12 +614,8 @@ class StreamEngine(ColumnarPublish):
         subjects, hdrs, datas, seqs, tss, ttls = cols
         for op in run:
             if type(op) is MsgRunOp:
-                subjects += op.subjects()
-                hdrs += op.headers()
-                datas += op.payloads()
-                seqs += range(op.seq, op.seq + op.count)
-                tss += [op.ts] * op.count
-                ttls += [0] * op.count
+                for col, values in zip(cols, op.raw_columns()):
+                    col += values
             else:
                 for col, value in zip(cols, _RAW_FIELDS(op)):
                     col.append(value)
@@ -681,15 +677,12 @@ class StreamEngine(ColumnarPublish):
         for each (no flags, schedules or republish: the leader proposes runs only then)."""
         if (op.pid and op.pid == self._bad_pid) or op.seq != self._last_seq + 1:
             return self.reject_stale(op)
-        subjects, hdrs, datas = op.subjects(), op.headers(), op.payloads()
-        count = len(datas)
-        seqs = range(op.seq, op.seq + count)
-        tss, ttls = (op.ts,) * count, (0,) * count
+        columns = op.raw_columns()
         store_columns = getattr(self.store, "store_raw_columns", None)
         if store_columns is not None:
-            store_columns(subjects, hdrs, datas, seqs, tss, ttls)
+            store_columns(*columns)
         else:
-            for item in zip(subjects, hdrs, datas, seqs, tss, ttls):
+            for item in zip(*columns):
                 self.store.store_raw(*item)
         return self._after_run(op)
 

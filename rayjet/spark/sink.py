@@ -123,7 +123,7 @@ def _derived_ids(spec: WriteSpec, subjects: pa.Array, data: pa.Array,
                  headers: list[dict] | None) -> pa.Array:
     """``<prefix><digest of the block>-<rows>-<row>``: the same block gets the same ids."""
     digest = hashlib.blake2b(digest_size=12)
-    for arr in (subjects, data.cast(pa.large_binary())):
+    for arr in (subjects, data):
         ends, values = binary_parts(arr.cast(pa.large_binary()))
         digest.update(ends.tobytes())
         digest.update(values)

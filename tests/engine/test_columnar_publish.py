@@ -286,3 +286,24 @@ def test_a_stale_leaders_run_is_refused_on_every_replica():
     third.apply_batch(_wire(again))
     assert [r[3] for r in _records(third)] == \
         [b"%d" % i for i in range(50, 100)] + [b"%d" % i for i in range(50)]
+
+
+def test_header_blocks_as_binary_are_checked_row_by_row():
+    clock = ManualClock()
+    cfg = StreamConfig(name="S", subjects=["s.>"], storage="memory", duplicate_window=60.0)
+    engine = _engine(cfg, "memory", "", clock)
+    engine.set_leader(1)
+    table = pa.table({"subject": ["s.a", "s.b", "s.c", "s.d"], "data": [b"1", b"2", b"3", b"4"],
+                      "headers": pa.array([None, b"garbage", b"NATS/1.0\r\nk: v\r\n\r\n",
+                                           b"no block"], pa.binary()),
+                      "msg_id": [None, None, "m3", "m4"]})
+    plan = engine.prepare_columns(table)
+    answer = plan.answer(engine.apply_batch(plan.ops))
+    assert sorted(answer["rows"]) == [1, 2, 3]
+    assert [type(answer["rows"][r]).__name__ for r in (1, 3)] == ["BadRequestError"] * 2
+    assert answer["rows"][2] == 2
+    assert [(m[1], m[2]) for m in _records(engine)] == [
+        ("s.a", b""), ("s.c", b"NATS/1.0\r\nk: v\r\nNats-Msg-Id: m3\r\n\r\n")]
+    # nothing projected for the refused rows: the next publish continues at seq 3
+    plan = engine.prepare_columns(pa.table({"subject": ["s.e"], "data": [b"5"]}))
+    assert [op.seq for op in plan.ops] == [3]
