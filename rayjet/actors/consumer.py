@@ -37,6 +37,7 @@ from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
 from rayjet.engine.consumer_reader import ReadAhead
 from rayjet.engine.consumer_types import Batch, Delivery, PullRequest, RequestStatus
+from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -154,18 +155,11 @@ class ConsumerMachine:
         pass  # the state lives in the raft log and its snapshots
 
 
-def delivery_dict(d: Delivery) -> dict[str, Any]:
-    return {"subject": d.subject, "hdr": d.hdr, "data": d.data, "reply": d.reply,
-            "stream": d.stream, "consumer": d.consumer, "stream_seq": d.stream_seq,
-            "consumer_seq": d.consumer_seq, "num_delivered": d.num_delivered,
-            "timestamp": d.timestamp, "num_pending": d.num_pending}
-
-
 @dataclass
 class _Fetch:
     batch: int
     future: asyncio.Future
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Delivery] = field(default_factory=list)
     status: tuple[int, str] | None = None
     eager: bool = False  # push: answer as soon as one decision's messages are out
     scheduled: int = 0  # messages held back until their due time
@@ -302,7 +296,7 @@ class ConsumerReplica:
                         self._outbox.reconcile()
                         self._ack_wake.set()
                     if ops:
-                        self.host.propose_nowait(encode_entry(ops))
+                        self._commit(ops)
                     return
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, ACK_RETRY_MAX)
@@ -314,9 +308,13 @@ class ConsumerReplica:
         memo, awaiting the answer; False (and the reader fails fast) when it is away."""
         if not reads:
             return True
+        here = in_process.stream_leader_here(getattr(self.stream, "names", {}).values())
         try:
-            results = await self.stream.acall("reader_call", "read_many", reads,
-                                              timeout=timeout, attempt_timeout=timeout)
+            if here is not None:  # the stream's leader runs beside us: no actor call
+                results = here.read_local("read_many", reads)
+            else:
+                results = await self.stream.acall("reader_call", "read_many", reads,
+                                                  timeout=timeout, attempt_timeout=timeout)
         except Exception as err:  # noqa: BLE001 - unreachable, electing, or gone
             log.debug("stream reads for %s failed: %s", self.host.name, err)
             self.reader.drop()
@@ -370,6 +368,20 @@ class ConsumerReplica:
                                  group=self.group_name, leader=self.group.leader)
 
     # -- decisions -> raft -> clients -------------------------------------------------------
+    def _commit(self, ops: list) -> asyncio.Future:
+        """Replicate ``ops``; the future ends once they are applied. A consumer inside its
+        stream's leader is one replica whose state lives in memory and dies with it: a log
+        that nobody else reads or replays would only add a round to every decision, so it
+        applies them at once."""
+        if self.in_leader is None:
+            return self.host.propose_nowait(encode_entry(ops))
+        fut = asyncio.get_running_loop().create_future()
+        try:
+            fut.set_result([self.engine.apply(op) for op in ops])
+        except Exception as err:  # noqa: BLE001 - the proposer sees it, as from raft
+            fut.set_exception(err)
+        return fut
+
     def _dispatch(self, batch: Batch) -> None:
         """Propose the batch's ops; hand its messages out once they are applied."""
         if batch.deliveries:
@@ -380,7 +392,7 @@ class ConsumerReplica:
             self._deliver(batch.deliveries)
             self._end_requests(batch.statuses)
             return
-        fut = self.host.propose_nowait(encode_entry(batch.ops))
+        fut = self._commit(batch.ops)
         self._count_inflight(batch.deliveries, 1)
 
         def done(f: asyncio.Future, batch=batch) -> None:
@@ -417,7 +429,7 @@ class ConsumerReplica:
                 fetch.scheduled += 1
                 loop.call_later((d.due_ns - now) / 1e9, self._deliver_due, reply, d)
             else:
-                fetch.messages.append(delivery_dict(d))
+                fetch.messages.append(d)
         for reply in {r for r, _ in deliveries}:
             self._maybe_done(reply)
 
@@ -426,7 +438,7 @@ class ConsumerReplica:
         if fetch is None or fetch.future.done():
             return  # the fetch ended: the message is redelivered after ack_wait
         fetch.scheduled -= 1
-        fetch.messages.append(delivery_dict(d))
+        fetch.messages.append(d)
         self._maybe_done(reply)
 
     def _maybe_done(self, reply: str) -> None:
@@ -545,8 +557,9 @@ class ConsumerReplica:
                     min_pending: int = 0, min_ack_pending: int = 0, pin_id: str = "",
                     priority: int = 0) -> dict[str, Any]:
         """Pull up to ``batch`` messages, waiting up to ``expires`` seconds for the first.
-        Returns ``messages`` and the ``status`` that ended the request, if any. ``group``
-        and the rest are the pull's priority-group fields (see PullRequest)."""
+        Returns ``batch`` (a DeliveryBatch of the messages) and the ``status`` that ended
+        the request, if any. ``group`` and the rest are the pull's priority-group fields
+        (see PullRequest)."""
         self._require_leader()
         self._timer_wake.set()
         reply = uuid.uuid4().hex
@@ -568,7 +581,8 @@ class ConsumerReplica:
                     await asyncio.wait_for(asyncio.shield(fetch.future),
                                            expires + 1.0 if expires else 5.0)
                 await self._leave(fetch, reply)
-            return {"messages": fetch.messages, "status": fetch.status}
+            return {"batch": DeliveryBatch.of(fetch.messages, self.stream_name, self.name),
+                    "status": fetch.status}
         finally:
             self._fetches.pop(reply, None)
             if self.engine.is_leader:  # e.g. the call was cancelled: never serve it again
@@ -623,15 +637,17 @@ class ConsumerReplica:
     def _release_held(self, fetch: _Fetch) -> None:
         now = time.time_ns()
         while self._held and self._held[0][0] <= now:
-            fetch.messages.append(delivery_dict(heapq.heappop(self._held)[2]))
+            fetch.messages.append(heapq.heappop(self._held)[2])
 
     async def ack(self, acks: list[tuple[str, int, Any]], sync: bool = False,
-                  timeout: float = 5.0) -> list[bool]:
-        """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term."""
+                  timeout: float = 5.0, ranges: Any = ()) -> list[bool]:
+        """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term, and plain
+        acks of every stream seq in ``ranges`` (see :func:`rayjet.engine.delivery_batch.seq_ranges`)."""
         self._require_leader()
         self._timer_wake.set()
         engine, ops, oks = self.engine, [], []
         plain = [seq for kind, seq, _ in acks if kind == "ack"]
+        plain.extend(expand_ranges(ranges))
         if plain:
             out = engine.prepare_acks(plain)
             if out.op is not None:
@@ -654,7 +670,7 @@ class ConsumerReplica:
                 ops.append(out.op)
             self._advisories.extend((a.subject, a.body) for a in out.advisories)
         if ops:
-            fut = self.host.propose_nowait(encode_entry(ops))
+            fut = self._commit(ops)
             if sync:
                 await asyncio.wait_for(asyncio.shield(fut), timeout)
         if engine.num_waiting:
@@ -672,7 +688,7 @@ class ConsumerReplica:
         finally:
             self.reader.drop()
         if out.op is not None:
-            fut = self.host.propose_nowait(encode_entry([out.op]))
+            fut = self._commit([out.op])
             await asyncio.wait_for(asyncio.shield(fut), timeout)
         if self.engine.num_waiting:
             self._dispatch(self.engine.serve())

@@ -7,15 +7,19 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamConfig
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
-from rayjet.client.messages import AckSender, Msg
+from rayjet.client.messages import AckSender, Msg, MsgBatch, stream_seqs
+from rayjet.engine.delivery_batch import DeliveryBatch
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -268,9 +272,11 @@ class PullSubscription:
 
     def fetch(self, batch: int = 1, timeout: float | None = 5.0, max_bytes: int = 0,
               heartbeat: float = 0.0, *, group: str | None = None, min_pending: int = 0,
-              min_ack_pending: int = 0, priority: int = 0) -> list[Msg]:
+              min_ack_pending: int = 0, priority: int = 0) -> MsgBatch:
         """Up to ``batch`` messages: what is there now, else wait up to ``timeout`` for at
-        least one. Raises :class:`NoMessagesError` (a TimeoutError) when none came.
+        least one. Raises :class:`NoMessagesError` (a TimeoutError) when none came. The
+        answer is a sequence of :class:`Msg` (made as they are looked at) that can also
+        ``ack()`` them all at once or turn into Arrow (``to_arrow()``).
 
         Consumers with priority groups need ``group``. Overflow: ``min_pending`` /
         ``min_ack_pending`` hold the pull back until the consumer is that far behind.
@@ -300,15 +306,43 @@ class PullSubscription:
             msgs, _ = self._pull(1, left, max_bytes, False, heartbeat, left, pg)
             left = end - time.monotonic()
             if msgs and batch > 1 and left > 0:
-                msgs += self._pull(batch - 1, left, max_bytes, True, 0.0, left, pg)[0]
+                more = self._pull(batch - 1, left, max_bytes, True, 0.0, left, pg)[0]
+                msgs = MsgBatch(DeliveryBatch.concat([msgs.batch, more.batch]), self.acks)
         if not msgs:
             raise NoMessagesError(f"no messages from {self.stream} > {self.name} within "
                                   f"{timeout:.1f}s")
         return msgs
 
+    def fetch_batch(self, batch: int = 1, timeout: float | None = 5.0, max_bytes: int = 0,
+                    **kwargs: Any) -> pa.RecordBatch:
+        """:meth:`fetch` for bulk consumers: the messages as one Arrow record batch
+        (subject, data, headers as NATS header blocks, stream_seq, consumer_seq,
+        num_delivered, num_pending, timestamp; the stream and consumer names in the schema
+        metadata). Ack them with :meth:`ack_batch`."""
+        return self.fetch(batch, timeout, max_bytes, **kwargs).to_arrow()
+
+    def messages_batches(self, batch: int = 1000, timeout: float | None = 1.0,
+                         **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        """Record batches of :meth:`fetch_batch` until a fetch waits ``timeout`` seconds in
+        vain."""
+        while True:
+            try:
+                yield self.fetch_batch(batch, timeout, **kwargs)
+            except NoMessagesError:
+                return
+
+    def ack_batch(self, batch: pa.RecordBatch | pa.Table | MsgBatch | Iterable[int]) -> None:
+        """Ack every message of a fetched batch (a record batch or table with a
+        ``stream_seq`` column, a :class:`MsgBatch`, or stream seqs) at once: the acks cross
+        as ranges of stream seqs."""
+        if isinstance(batch, MsgBatch):
+            batch.ack()
+            return
+        self.acks.send_many(stream_seqs(batch))
+
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
               heartbeat: float, timeout: float,
-              pg: dict[str, Any]) -> tuple[list[Msg], tuple[int, str] | None]:
+              pg: dict[str, Any]) -> tuple[MsgBatch, tuple[int, str] | None]:
         """One pull request: its messages and the status that ended it."""
         deadline = time.monotonic() + timeout + 10.0
         while True:
@@ -316,11 +350,12 @@ class PullSubscription:
                 pg = {**pg, "pin_id": self.pin_id}
             out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
                                    timeout=max(deadline - time.monotonic(), 1.0), **pg)
-            msgs = [Msg(raw, self.acks) for raw in out["messages"]]
-            for raw in out["messages"]:
-                pin = get_header(raw["hdr"], PIN_ID_HEADER) if raw["hdr"] else None
-                if pin:
-                    self.pin_id = pin
+            msgs = MsgBatch(out["batch"], self.acks)
+            if out["batch"].hdrs:
+                for msg in msgs:
+                    pin = get_header(msg._hdr, PIN_ID_HEADER) if msg._hdr else None
+                    if pin:
+                        self.pin_id = pin
             status = out["status"]
             if status and status[0] == 423:
                 self.pin_id = ""  # the pin moved on: the next pull waits as a standby
@@ -365,8 +400,13 @@ class PushSubscription:
         self.ephemeral = ephemeral or ordered
         self.cb = cb
         self.manual_ack = manual_ack
-        self._queue = MsgBuffer()
+        self._queue = MsgBuffer()  # MsgBatch per poll; None ends the subscription
         self._room = threading.Condition()  # signalled when the reader takes messages
+        self._read_lock = threading.Lock()
+        self._reading: MsgBatch | None = None  # the batch next_msg takes from
+        self._pos = 0
+        self._queued = 0  # messages put in the queue (the poller counts)
+        self._taken = 0  # messages taken out (readers count, under _read_lock)
         self.max_pending = max_pending
         self._batch = PUSH_BATCH
         self._stop = threading.Event()
@@ -388,7 +428,7 @@ class PushSubscription:
     def _wait_for_room(self) -> None:
         """Flow control: while the reader is this far behind, ask for nothing more."""
         with self._room:
-            while len(self._queue) >= self.max_pending and not self._stop.is_set():
+            while self.pending() >= self.max_pending and not self._stop.is_set():
                 self._room.wait(PUSH_POLL)
 
     def _adapt(self, got: int) -> None:
@@ -396,7 +436,7 @@ class PushSubscription:
         polls come back and the reader keeps up; back to the base size when idle."""
         if not self.ordered:
             return
-        if got >= self._batch and len(self._queue) < self.max_pending // 4:
+        if got >= self._batch and self.pending() < self.max_pending // 4:
             self._batch = min(self._batch * 2, PUSH_MAX_BATCH)
         elif got < self._batch // 4:
             self._batch = max(self._batch // 2, PUSH_BATCH)
@@ -408,11 +448,12 @@ class PushSubscription:
             # an ordered consumer is cheap to re-create: give up on a lost one quickly
             wait = PUSH_POLL + (1.0 if self.ordered else self.js.timeout)
             try:
-                room = max(self.max_pending - len(self._queue), 1)
+                room = max(self.max_pending - self.pending(), 1)
                 out = self.router.call("fetch", min(self._batch, room), PUSH_POLL, 0, False,
                                        0.0, timeout=wait)
-                self._adapt(len(out["messages"]))
-                if not out["messages"] and out["status"] and out["status"][0] == 409:
+                batch: DeliveryBatch = out["batch"]
+                self._adapt(len(batch))
+                if not len(batch) and out["status"] and out["status"][0] == 409:
                     raise ConsumerNotFoundError(f"consumer {self.name!r}: {out['status'][1]}")
             except ConsumerNotFoundError:
                 if not self.ordered:
@@ -429,21 +470,27 @@ class PushSubscription:
                     continue
                 self.error = err
                 continue
-            ready: list[Msg] = []
-            for raw in out["messages"]:
-                msg = Msg(raw, self.acks, ack_none=self._ack_none)
+            gap = self._gap(batch) if self.ordered else len(batch)
+            if gap:
+                batch = batch.slice(0, gap)
+                self._hand_out(MsgBatch(batch, self.acks, ack_none=self._ack_none))
                 if self.ordered:
-                    if raw["consumer_seq"] != self._next_cseq:
-                        self._recreate()  # a gap: start again after the last one shown
-                        break
-                    self._next_cseq += 1
-                    self._last_sseq = raw["stream_seq"]
-                ready.append(msg)
-            self._hand_out(ready)
+                    self._next_cseq += gap
+                    self._last_sseq = int(batch.stream_seq[-1])
+            if gap < len(out["batch"]):
+                self._recreate()  # a gap: start again after the last one shown
 
-    def _hand_out(self, msgs: list[Msg]) -> None:
+    def _gap(self, batch: DeliveryBatch) -> int:
+        """Ordered consumers: how many messages of ``batch`` follow on without a gap in
+        the consumer sequence."""
+        expected = np.arange(self._next_cseq, self._next_cseq + len(batch))
+        wrong = np.flatnonzero(batch.consumer_seq != expected)
+        return int(wrong[0]) if len(wrong) else len(batch)
+
+    def _hand_out(self, msgs: MsgBatch) -> None:
         if self.cb is None:
-            self._queue.put_many(msgs)  # one wake-up per poll, not per message
+            self._queued += len(msgs)
+            self._queue.put(msgs)  # one wake-up per poll, not per message
             return
         for msg in msgs:
             self._call_back(msg)
@@ -478,25 +525,66 @@ class PushSubscription:
                 self.error = err
                 self._stop.wait(0.5)
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def _next_batch(self, deadline: float | None) -> MsgBatch:
+        """The next poll's messages (caller holds ``_read_lock``)."""
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
-            msg = self._queue.get(timeout=timeout)
+            item = self._queue.get(timeout=left)
         except builtins.TimeoutError:
-            raise TimeoutError(f"no message within {timeout}s") from None
-        if msg is None:
+            raise TimeoutError("no message within the timeout") from None
+        if item is None:
             self._queue.put_back(None)
             raise self.error or TimeoutError("the subscription ended")
-        if len(self._queue) == self.max_pending - 1:  # the poller may be waiting for room
-            with self._room:
-                self._room.notify()
+        with self._room:  # the poller may be waiting for room
+            self._room.notify()
+        return item
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._read_lock:
+            while self._reading is None or self._pos >= len(self._reading):
+                self._reading, self._pos = self._next_batch(deadline), 0
+            msg = self._reading[self._pos]
+            self._pos += 1
+            self._taken += 1
         return msg
+
+    def next_batch(self, timeout: float | None = 1.0) -> MsgBatch:
+        """The messages that have arrived (what is left of a poll ``next_msg`` started
+        on, else the next poll's), waiting up to ``timeout`` for some."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._read_lock:
+            if self._reading is not None and self._pos < len(self._reading):
+                reading, pos = self._reading, self._pos
+                got = MsgBatch(reading.batch.slice(pos), self.acks, ack_none=self._ack_none)
+            else:
+                got = self._next_batch(deadline)
+            self._reading, self._pos = None, 0
+            self._taken += len(got)
+        return got
 
     def messages(self, timeout: float | None = 1.0) -> Iterator[Msg]:
         """Yield messages until none arrives within ``timeout`` seconds."""
         return until_quiet(self.next_msg, timeout)
 
+    def messages_batches(self, timeout: float | None = 1.0) -> Iterator[pa.RecordBatch]:
+        """Yield what arrives as Arrow record batches (see
+        :meth:`PullSubscription.fetch_batch`) until nothing does within ``timeout``."""
+        for got in until_quiet(self.next_batch, timeout):
+            yield got.to_arrow()
+
+    def ack_batch(self, batch: pa.RecordBatch | pa.Table | MsgBatch | Iterable[int]) -> None:
+        """Ack every message of ``batch`` at once (see :meth:`PullSubscription.ack_batch`)."""
+        if self.acks is None:
+            raise BadRequestError("this consumer does not take acks (ack_policy none)")
+        if isinstance(batch, MsgBatch):
+            batch.ack()
+            return
+        self.acks.send_many(stream_seqs(batch))
+
     def pending(self) -> int:
-        return len(self._queue)
+        """Messages arrived and not read yet."""
+        return self._queued - self._taken
 
     def consumer_info(self) -> ConsumerInfo:
         return self.js.consumer_info(self.stream, self.name)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from ray.exceptions import RayError
 
 from rayjet.actors.router import GroupRouter
 from rayjet.api import headers as H
+from rayjet.engine.delivery_batch import DeliveryBatch, seq_ranges
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
 ACK_FLUSH_EVERY = 0.01  # seconds a plain ack may wait to travel with others
 ACK_RETRY_PAUSE = 0.2  # seconds between sends of a batch that did not get through
 ACK_RETRY_FOR = 60.0  # seconds a batch is sent again before it is given up
+ACK_SEND_AT = 512  # queued acks that go out at once, without waiting for the next turn
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class AckSender:
     def __init__(self, router: GroupRouter, timeout: float) -> None:
         self.router = router
         self.timeout = timeout
-        self._pending: list[tuple[str, int, Any]] = []
+        self._pending: list[tuple[str, int, Any]] = []  # naks, progress, terms
+        self._plain: list[int] = []  # stream seqs of plain acks
         self._failing_since: float | None = None
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()  # one batch on its way at a time, in order
@@ -63,10 +68,20 @@ class AckSender:
             (ok,) = self.router.call("ack", [(kind, seq, arg)], True, timeout=self.timeout)
             return ok
         with self._lock:
-            self._pending.append((kind, seq, arg))
-            if len(self._pending) >= 512:
+            if kind == "ack":
+                self._plain.append(seq)
+            else:
+                self._pending.append((kind, seq, arg))
+            if len(self._pending) + len(self._plain) >= ACK_SEND_AT:
                 self._wake.set()
         return True
+
+    def send_many(self, seqs: list[int]) -> None:
+        """Plain acks of ``seqs``, queued as one."""
+        with self._lock:
+            self._plain.extend(seqs)
+            if len(self._pending) + len(self._plain) >= ACK_SEND_AT:
+                self._wake.set()
 
     def flush(self) -> None:
         """Send what is queued; on a failure it stays queued (ahead of newer acks) and the
@@ -74,10 +89,15 @@ class AckSender:
         with self._send_lock:
             with self._lock:
                 batch, self._pending = self._pending, []
-            if not batch:
+                plain, self._plain = self._plain, []
+            if not batch and not plain:
                 return
             try:
-                self.router.call("ack", batch, False, timeout=self.timeout)
+                if plain:  # plain acks cross as ranges of stream seqs
+                    self.router.call("ack", batch, False, timeout=self.timeout,
+                                     ranges=seq_ranges(plain))
+                else:
+                    self.router.call("ack", batch, False, timeout=self.timeout)
             except (ServiceUnavailableError, RayError, TimeoutError):  # may not have arrived
                 now = time.monotonic()
                 if self._failing_since is None:
@@ -85,6 +105,7 @@ class AckSender:
                 if now - self._failing_since < ACK_RETRY_FOR:
                     with self._lock:
                         self._pending[:0] = batch
+                        self._plain[:0] = plain
                 else:
                     self._failing_since = None  # give this batch up; ack_wait redelivers
                 raise
@@ -110,38 +131,64 @@ class AckSender:
                 self.flush()
                 return
             except Exception:  # noqa: BLE001 - best effort on close
-                if time.monotonic() >= deadline or not self._pending:
+                if time.monotonic() >= deadline or not (self._pending or self._plain):
                     return
                 time.sleep(ACK_RETRY_PAUSE)
+
+
+def stream_seqs(batch) -> list[int]:
+    """The stream seqs of fetched messages: a record batch or table's ``stream_seq``
+    column, or the seqs themselves."""
+    if isinstance(batch, pa.RecordBatch | pa.Table):
+        if "stream_seq" not in batch.schema.names:
+            raise BadRequestError("acking a batch needs its stream_seq column")
+        col = batch.column("stream_seq")
+        if col.null_count:
+            raise BadRequestError("stream_seq holds nulls")
+        seqs = col.to_pylist()
+    else:
+        seqs = list(batch)
+    for seq in seqs:
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise BadRequestError(f"a stream seq is an int >= 1, not {seq!r}")
+    return seqs
 
 
 class Msg:
     """A delivered message. ``ack``/``nak``/``in_progress``/``term`` answer it once."""
 
-    __slots__ = ("subject", "data", "reply", "_hdr", "_headers", "_raw", "_metadata", "_acks",
+    __slots__ = ("subject", "data", "_hdr", "_batch", "_i", "_headers", "_metadata", "_acks",
                  "_acked", "_ack_policy_none")
 
-    def __init__(self, raw: dict[str, Any], acks: AckSender | None, ack_none: bool = False):
-        self.subject: str = raw["subject"]
-        self.data: bytes = raw["data"]
-        self.reply: str = raw["reply"]
-        self._hdr: bytes = raw["hdr"]
+    def __init__(self, batch: DeliveryBatch, i: int, acks: AckSender | None,
+                 ack_none: bool = False) -> None:
+        self.subject, self._hdr, self.data = batch.message(i)
+        self._batch = batch
+        self._i = i
         self._headers: dict[str, str] | None = None
-        self._raw = raw
         self._metadata: MsgMetadata | None = None
         self._acks = acks
         self._acked = False
         self._ack_policy_none = ack_none
 
     @property
+    def reply(self) -> str:
+        """The ``$JS.ACK...`` subject nats-server would give this delivery."""
+        return self._batch.reply(self._i)
+
+    @property
+    def stream_seq(self) -> int:
+        return self._batch.lists()[3][self._i]
+
+    @property
     def metadata(self) -> MsgMetadata:
         # built on first use: many readers never look, and a datetime per message is dear
         if self._metadata is None:
-            raw = self._raw
+            b, i = self._batch, self._i
+            _, _, _, sseq, cseq, delivered, pending, ts = b.lists()
             self._metadata = MsgMetadata(
-                SequencePair(raw["stream_seq"], raw["consumer_seq"]), raw["num_delivered"],
-                raw["num_pending"], datetime.fromtimestamp(raw["timestamp"] / 1e9, tz=UTC),
-                raw["stream"], raw["consumer"])
+                SequencePair(sseq[i], cseq[i]), delivered[i], pending[i],
+                datetime.fromtimestamp(ts[i] / 1e9, tz=UTC), b.stream, b.consumer)
         return self._metadata
 
     @property
@@ -151,16 +198,18 @@ class Msg:
         return self._headers
 
     def __repr__(self) -> str:
-        return (f"Msg(subject={self.subject!r}, seq={self.metadata.sequence.stream}, "
-                f"data={self.data[:32]!r})")
+        return f"Msg(subject={self.subject!r}, seq={self.stream_seq}, data={self.data[:32]!r})"
 
-    def _answer(self, kind: str, arg: Any = None, *, sync: bool = False) -> bool:
+    def _check_answer(self) -> None:
         if self._ack_policy_none or self._acks is None:
             raise BadRequestError("this consumer does not take acks (ack_policy none)")
         if self._acked:
-            raise BadRequestError(f"message {self.metadata.sequence.stream} was already "
-                                  "answered (ack, nak or term)")
-        ok = self._acks.send(kind, self._raw["stream_seq"], arg, sync=sync)
+            raise BadRequestError(f"message {self.stream_seq} was already answered (ack, "
+                                  "nak or term)")
+
+    def _answer(self, kind: str, arg: Any = None, *, sync: bool = False) -> bool:
+        self._check_answer()
+        ok = self._acks.send(kind, self.stream_seq, arg, sync=sync)
         if kind != "progress":
             self._acked = True
         return ok
@@ -183,3 +232,73 @@ class Msg:
 
     def term(self, reason: str | None = None) -> None:
         self._answer("term", reason or "")
+
+
+class MsgBatch(Sequence[Msg]):
+    """The messages of one fetch or push poll, in delivery order: a ``Msg`` is made when
+    first looked at (the same object every time after). :meth:`ack` answers all of them
+    at once; :meth:`to_arrow` gives them as an Arrow record batch."""
+
+    __slots__ = ("batch", "_msgs", "_acks", "_ack_none", "_all_acked")
+
+    def __init__(self, batch: DeliveryBatch, acks: AckSender | None,
+                 ack_none: bool = False) -> None:
+        self.batch = batch
+        self._msgs: list[Msg | None] = [None] * len(batch)
+        self._acks = acks
+        self._ack_none = ack_none
+        self._all_acked = False
+
+    def __len__(self) -> int:
+        return len(self._msgs)
+
+    def _msg(self, i: int) -> Msg:
+        msg = self._msgs[i]
+        if msg is None:
+            msg = self._msgs[i] = Msg(self.batch, i, self._acks, self._ack_none)
+            msg._acked = self._all_acked
+        return msg
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._msg(j) for j in range(*i.indices(len(self._msgs)))]
+        if i < 0:
+            i += len(self._msgs)
+        if not 0 <= i < len(self._msgs):
+            raise IndexError("message index out of range")
+        return self._msg(i)
+
+    def __iter__(self) -> Iterator[Msg]:
+        for i in range(len(self._msgs)):
+            yield self._msg(i)
+
+    def __add__(self, other) -> list[Msg]:
+        return [*self, *other]
+
+    def __radd__(self, other) -> list[Msg]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return f"MsgBatch({len(self)} messages of {self.batch.stream} > {self.batch.consumer})"
+
+    @property
+    def stream_seqs(self) -> list[int]:
+        return self.batch.lists()[3]
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The messages as rows (see :data:`rayjet.engine.delivery_batch.ARROW_SCHEMA`)."""
+        return self.batch.to_arrow()
+
+    def ack(self) -> None:
+        """Ack every message of the batch not answered yet, in one go (the acks cross to
+        the consumer as ranges of stream seqs)."""
+        if self._ack_none or self._acks is None:
+            raise BadRequestError("this consumer does not take acks (ack_policy none)")
+        seqs = self.stream_seqs
+        todo = [seq for seq, msg in zip(seqs, self._msgs, strict=True)
+                if msg is None or not msg._acked]
+        for msg in self._msgs:
+            if msg is not None:
+                msg._acked = True
+        self._all_acked = True  # messages looked at later are answered already
+        self._acks.send_many(todo)

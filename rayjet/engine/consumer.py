@@ -363,6 +363,8 @@ class ConsumerEngine(AckDecisions):
         rnd = _Round(now, out, self._view.dcseq + 1)
         left = max_bytes
         while len(rnd.items) < batch:
+            if not max_bytes and self._take_run(rnd, batch - len(rnd.items), reply):
+                continue
             cand = self._peek(rnd, batch - len(rnd.items))
             if cand is None:
                 break
@@ -482,6 +484,14 @@ class ConsumerEngine(AckDecisions):
         exhausted = blocked = False
         want = wq.wanted()
         while wq:
+            w = wq.head()
+            if (len(wq) == 1 and self._policy is PriorityPolicy.NONE and not w.b and not w.hb_ns
+                    and (k := self._take_run(rnd, min(w.n, want), w.reply))):
+                want -= k
+                w.n -= k
+                w.d += k
+                wq.served(w)
+                continue
             cand = self._peek(rnd, want)
             if cand is None:
                 exhausted = True
@@ -687,6 +697,36 @@ class ConsumerEngine(AckDecisions):
         rnd.items.append((rnd.cseq, msg.seq, cand.dc))
         rnd.cseq += 1
         rnd.batch.deliveries.append((reply, d))
+
+    def _take_run(self, rnd: _Round, want: int, reply: str) -> int:
+        """Take up to ``want`` new messages at once, in stream order: what ``_peek`` and
+        ``_take`` would decide one by one when nothing is to be redelivered, paced or
+        rewritten. 0: the next message needs the one-by-one path."""
+        if (want < 2 or self._rdq or self._lss or self._replay or self._rate_bps > 0
+                or self.config.headers_only):
+            return 0
+        cand = self._peek(rnd, want)
+        if cand is None or cand.kind != _NEW:
+            return 0
+        k = min(want, len(rnd.buf))
+        if self._max_ack_pending:
+            k = min(k, self._max_ack_pending - len(self._view.pending) - rnd.new)
+        if k < 2:
+            return 0
+        rnd.cand = None
+        buf = rnd.buf
+        msgs = [buf.popleft() for _ in range(k)]
+        stream, name, cseq, npc = self.stream, self.name, rnd.cseq, rnd.npc
+        rnd.items.extend((cseq + i, m.seq, 1) for i, m in enumerate(msgs))
+        rnd.batch.deliveries.extend(
+            (reply, Delivery(m.subject, m.hdr, m.data, stream, name, m.seq, cseq + i, 1, m.ts,
+                             max(npc - 1 - i, 0)))
+            for i, m in enumerate(msgs))
+        rnd.cseq += k
+        rnd.new += k
+        rnd.npc = max(npc - k, 0)
+        self._sseq = msgs[-1].seq + 1
+        return k
 
     def _due(self, now: int, msg: StoredMsg, d: Delivery) -> int:
         """When the actor may send ``d`` (0: now): replay original spacing, rate limit."""

@@ -10,8 +10,9 @@ the engine passes filters that do not overlap, as consumer validation requires.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import pyarrow as pa
 
 from rayjet.errors import NotFoundError
 from rayjet.storage.protocol import StoredMsg
@@ -46,6 +47,8 @@ class StreamReader(Protocol):
     def seq_for_time(self, ts_ns: int) -> int:
         """The first seq whose timestamp is >= ``ts_ns`` (last seq + 1 when none)."""
 
+
+WINDOW_BYTES = 32 << 20  # record bytes one read-ahead window carries at most
 
 READS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending", "last_seq_for",
                    "last_per_subject", "seq_for_time", "read_window"})
@@ -114,10 +117,21 @@ class StoreReader:
         return out
 
     def read_window(self, filters: tuple[str, ...], start_seq: int, limit: int) -> Window:
-        """``load_next_batch`` and ``num_pending`` from ``start_seq`` in one answer."""
-        msgs, last = self.load_next_batch(filters, start_seq, limit)
-        return Window(tuple(filters), start_seq, limit, msgs, last,
-                      self.num_pending(filters, start_seq))
+        """``load_next_batch`` and ``num_pending`` from ``start_seq`` in one answer. One
+        filter (or none) reads the records in bulk as columns, which cross to the consumer
+        as Arrow buffers."""
+        filters = tuple(filters)
+        if len(filters) > 1:
+            msgs, last = self.load_next_batch(filters, start_seq, limit)
+            return Window(filters, start_seq, limit, msgs, last,
+                          self.num_pending(filters, start_seq))
+        last = self.store.fast_state().last_seq
+        cols, _ = self.store.read_columns(max(start_seq, 1), last, _filters(filters)[0],
+                                          max_msgs=max(limit, 1), max_bytes=WINDOW_BYTES)
+        pending = self.num_pending(filters, start_seq)
+        if cols.num_rows < min(limit, pending):
+            limit = cols.num_rows  # cut by size: the window does not reach the end
+        return Window(filters, start_seq, limit, cols, last, pending)
 
     def num_pending(self, filters: tuple[str, ...], start_seq: int,
                     last_per_subject: bool = False) -> int:
@@ -165,20 +179,43 @@ class StoreReader:
         return lo
 
 
-@dataclass(frozen=True)
 class Window:
     """Messages read ahead for one delivery decision: what ``load_next_batch(filters, start,
-    limit)`` and ``num_pending(filters, start)`` answered at the same moment."""
+    limit)`` and ``num_pending(filters, start)`` answered at the same moment. ``msgs`` is
+    given as StoredMsg objects or as Arrow columns (:data:`rayjet.storage.columns.SCHEMA`),
+    which cross between actors as buffers; the objects are made once, where they are read."""
 
-    filters: tuple[str, ...]
-    start: int
-    limit: int
-    msgs: list[StoredMsg]
-    last: int
-    pending: int
+    __slots__ = ("filters", "start", "limit", "last", "pending", "_given", "_msgs", "_seqs")
+
+    def __init__(self, filters: tuple[str, ...], start: int, limit: int,
+                 msgs: list[StoredMsg] | pa.RecordBatch, last: int, pending: int) -> None:
+        self.filters = filters
+        self.start = start
+        self.limit = limit
+        self.last = last
+        self.pending = pending
+        self._given = msgs
+        self._msgs: list[StoredMsg] | None = msgs if isinstance(msgs, list) else None
+        self._seqs: list[int] | None = None
+
+    @property
+    def msgs(self) -> list[StoredMsg]:
+        if self._msgs is None:
+            cols = self._given
+            self._msgs = list(map(StoredMsg, *(cols.column(name).to_pylist() for name in
+                                               ("subject", "hdr", "data", "seq", "ts"))))
+        return self._msgs
+
+    @property
+    def seqs(self) -> list[int]:
+        if self._seqs is None:
+            given = self._given
+            self._seqs = (given.column("seq").to_pylist() if self._msgs is None
+                          else [m.seq for m in self._msgs])
+        return self._seqs
 
     def __reduce__(self):
-        return (Window, (self.filters, self.start, self.limit, self.msgs, self.last,
+        return (Window, (self.filters, self.start, self.limit, self._given, self.last,
                          self.pending))
 
 
@@ -216,8 +253,7 @@ class ReadAhead:
                         limit: int) -> tuple[list[StoredMsg], int]:
         w = self.window
         if w is not None and w.filters == tuple(filters) and w.start <= start_seq:
-            seqs = [m.seq for m in w.msgs]
-            avail = w.msgs[bisect_left(seqs, start_seq):]
+            avail = w.msgs[bisect_left(w.seqs, start_seq):]
             # fewer than asked for: the window saw every match up to its last seq
             if len(avail) >= limit or len(w.msgs) < w.limit:
                 return avail[:limit], w.last

@@ -9,6 +9,7 @@ import pytest
 
 from rayjet.client import messages
 from rayjet.client.messages import AckSender
+from rayjet.engine.delivery_batch import expand_ranges
 from rayjet.errors import BadRequestError, NotLeaderError, ServiceUnavailableError
 
 
@@ -21,13 +22,14 @@ class FlakyRouter:
         self.calls = 0
         self.lock = threading.Lock()
 
-    def call(self, method, batch, sync, timeout):
+    def call(self, method, batch, sync, timeout, ranges=()):
         assert method == "ack"
         with self.lock:
             self.calls += 1
             if self.calls <= self.fail:
                 raise self.error
             self.delivered.extend(batch)
+            self.delivered.extend(("ack", seq, None) for seq in expand_ranges(ranges))
         return [True] * len(batch)
 
 
@@ -97,3 +99,20 @@ def test_stop_sends_what_is_queued_through_a_brief_failure(monkeypatch):
     sender.send("ack", 1)
     sender.stop()
     assert [seq for _kind, seq, _arg in router.delivered] == [1]
+
+
+def test_plain_acks_cross_as_ranges_beside_the_other_answers():
+    router = FlakyRouter(fail=0, error=NotLeaderError("x"))
+    sender = AckSender(router, timeout=1.0)
+    sender._stopped = True  # drive flush by hand
+    sender._thread.join()
+    calls = []
+    real = router.call
+    router.call = lambda *a, **kw: calls.append(kw.get("ranges")) or real(*a, **kw)
+    sender.send_many(range(1, 501))
+    sender.send("nak", 600, 1.0)
+    sender.send("ack", 700)
+    sender.flush()
+    assert [r.tolist() for r in calls] == [[1, 500, 700, 700]]
+    assert router.delivered == [("nak", 600, 1.0), *(("ack", s, None) for s in range(1, 501)),
+                                ("ack", 700, None)]

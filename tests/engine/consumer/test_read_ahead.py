@@ -81,3 +81,26 @@ def test_a_window_for_other_filters_or_an_earlier_position_is_ignored(clock):
     inner.calls.clear()
     assert [m.stream_seq for m in engine.next_batch(clock.now_ns(), 2).messages] == [3, 4]
     assert "load_next_batch" in inner.calls  # the window starts after the position
+
+
+def test_a_window_cut_by_size_is_not_taken_for_the_end(clock, monkeypatch):
+    from rayjet.engine import consumer_reader
+
+    monkeypatch.setattr(consumer_reader, "WINDOW_BYTES", 1)  # one record per window
+    _store, inner, reader, engine = setup(clock, n=6)
+    window = inner.read_window(engine.filters, engine.read_position(), 10)
+    assert [m.seq for m in window.msgs] == [1] and window.pending == 6
+    reader.offer(window)
+    inner.calls.clear()
+    batch = engine.next_batch(clock.now_ns(), 10)
+    assert [m.stream_seq for m in batch.messages] == [1, 2, 3, 4, 5, 6]
+    assert "load_next_batch" in inner.calls
+
+
+def test_a_bulk_window_crosses_as_columns_and_gives_the_same_messages(clock):
+    import pickle
+
+    store, inner, _reader, engine = setup(clock, n=7)
+    window = pickle.loads(pickle.dumps(inner.read_window((), 3, 4)))
+    assert window.msgs == [store.load_msg(seq) for seq in (3, 4, 5, 6)]
+    assert (window.seqs, window.last, window.pending) == ([3, 4, 5, 6], 7, 5)
