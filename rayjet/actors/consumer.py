@@ -47,6 +47,7 @@ from rayjet.errors import (
 )
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.storage.config import ALWAYS, DEFAULT_SYNC_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ INFO_READ_TIMEOUT = 1.0
 SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in steps
 ACK_BATCH = 4096  # acks per forward to the stream
 ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
+ANSWER_KINDS = frozenset({"ack", "nak", "progress", "term"})
 
 
 def encode_entry(ops) -> bytes:
@@ -196,9 +198,15 @@ class ConsumerReplica:
                                      SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
         memory = (cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
                   or in_leader is not None)
-        storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft")
+        # the log is fsynced as the stream's is (sync_interval): nats-server keeps a
+        # consumer's state on disk on the same terms as its stream's messages
+        sync = (stream_cfg.sync_interval if stream_cfg.sync_interval is not None
+                else DEFAULT_SYNC_INTERVAL)
+        storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft",
+                                                            sync_interval=sync)
         rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
-                              options=actor_group_options(sync_always=not memory))
+                              options=actor_group_options(sync_always=not memory
+                                                          and sync == ALWAYS))
         if in_leader is None:
             send = PeerSender(lambda peer: consumer_actor_name(group, peer))
             self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
@@ -555,11 +563,14 @@ class ConsumerReplica:
     async def fetch(self, batch: int = 1, expires: float = 0.0, max_bytes: int = 0,
                     no_wait: bool = False, heartbeat: float = 0.0, group: str = "",
                     min_pending: int = 0, min_ack_pending: int = 0, pin_id: str = "",
-                    priority: int = 0) -> dict[str, Any]:
+                    priority: int = 0, acks: list | None = None,
+                    ranges: Any = ()) -> dict[str, Any]:
         """Pull up to ``batch`` messages, waiting up to ``expires`` seconds for the first.
         Returns ``batch`` (a DeliveryBatch of the messages) and the ``status`` that ended
         the request, if any. ``group`` and the rest are the pull's priority-group fields
-        (see PullRequest)."""
+        (see PullRequest). ``acks`` and ``ranges`` (as :meth:`ack` takes them) are the
+        client's answers sent along: applied first (they may make room under
+        max_ack_pending), in the same raft entry as the delivery decision."""
         self._require_leader()
         self._timer_wake.set()
         reply = uuid.uuid4().hex
@@ -576,7 +587,8 @@ class ConsumerReplica:
                 await self._push(fetch, reply, max_bytes, expires)
             else:
                 await self._read_ahead(fetch.batch)
-                self._serve_window(lambda: self.engine.request(req))
+                self._require_leader()
+                self._serve_window(lambda: self._answer_then_request(req, acks or [], ranges))
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(fetch.future),
                                            expires + 1.0 if expires else 5.0)
@@ -587,6 +599,12 @@ class ConsumerReplica:
             self._fetches.pop(reply, None)
             if self.engine.is_leader:  # e.g. the call was cancelled: never serve it again
                 self.engine.cancel_request(reply)
+
+    def _answer_then_request(self, req: PullRequest, acks: list, ranges: Any) -> Batch:
+        ops, _ = self._answer_ops(acks, ranges)
+        batch = self.engine.request(req)
+        batch.ops[:0] = ops  # proposed first, so committed first: one entry, one sync
+        return batch
 
     async def _leave(self, fetch: _Fetch, reply: str) -> None:
         """The caller stops waiting: its request leaves the queue, so no message goes to it
@@ -642,10 +660,26 @@ class ConsumerReplica:
     async def ack(self, acks: list[tuple[str, int, Any]], sync: bool = False,
                   timeout: float = 5.0, ranges: Any = ()) -> list[bool]:
         """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term, and plain
-        acks of every stream seq in ``ranges`` (see :func:`rayjet.engine.delivery_batch.seq_ranges`)."""
+        acks of every stream seq in ``ranges`` (see
+        :func:`rayjet.engine.delivery_batch.seq_ranges`)."""
         self._require_leader()
         self._timer_wake.set()
+        ops, oks = self._answer_ops(acks, ranges)
+        if ops:
+            fut = self._commit(ops)
+            if sync:
+                await asyncio.wait_for(asyncio.shield(fut), timeout)
+        if self.engine.num_waiting:
+            self._dispatch(self.engine.serve())  # acks may have made room under max_ack_pending
+        return oks
+
+    def _answer_ops(self, acks: list[tuple[str, int, Any]], ranges: Any) -> tuple[list, list]:
+        """The ops that apply ``acks`` and ``ranges`` (proposed on the leader's view), and
+        whether each of ``acks`` named something this consumer delivered."""
         engine, ops, oks = self.engine, [], []
+        for kind, _, _ in acks:  # all checked before any is proposed
+            if kind not in ANSWER_KINDS:
+                raise error_for("BAD_REQUEST", err=f"unknown ack kind {kind!r}")
         plain = [seq for kind, seq, _ in acks if kind == "ack"]
         plain.extend(expand_ranges(ranges))
         if plain:
@@ -661,21 +695,13 @@ class ConsumerReplica:
                 out = engine.prepare_nak(seq, arg)
             elif kind == "progress":
                 out = engine.prepare_progress(seq)
-            elif kind == "term":
-                out = engine.prepare_term(seq, arg or "")
             else:
-                raise error_for("BAD_REQUEST", err=f"unknown ack kind {kind!r}")
+                out = engine.prepare_term(seq, arg or "")
             oks.append(out.ok)
             if out.op is not None:
                 ops.append(out.op)
             self._advisories.extend((a.subject, a.body) for a in out.advisories)
-        if ops:
-            fut = self._commit(ops)
-            if sync:
-                await asyncio.wait_for(asyncio.shield(fut), timeout)
-        if engine.num_waiting:
-            self._dispatch(engine.serve())  # acks may have made room under max_ack_pending
-        return oks
+        return ops, oks
 
     async def advance(self, stream_seq: int, timeout: float = 5.0) -> dict[str, Any]:
         """Ack-all consumers: settle everything up to ``stream_seq`` in one durable op and

@@ -295,11 +295,18 @@ class PullSubscription:
         if group is not None:
             pg = {"group": group, "min_pending": min_pending,
                   "min_ack_pending": min_ack_pending, "priority": priority}
-        self.acks.flush()  # acks first: they may free room under max_ack_pending
         end = time.monotonic() + timeout
         # every pull expires with this fetch: a pull left waiting would take messages
-        # (e.g. those an ack frees under max_ack_pending) that nobody reads
-        msgs, status = self._pull(batch, timeout, max_bytes, True, heartbeat, timeout, pg)
+        # (e.g. those an ack frees under max_ack_pending) that nobody reads. The queued
+        # acks travel with it and are applied first: they may free room under
+        # max_ack_pending.
+        answers = self.acks.take()
+        try:
+            msgs, status = self._pull(batch, timeout, max_bytes, True, heartbeat, timeout, pg,
+                                      answers)
+        except BaseException:
+            self.acks.put_back(*answers)
+            raise
         left = end - time.monotonic()
         if not msgs and status and status[1] == "Requests Pending" and left > 0:
             # other pulls want more than there is: wait in line for the first message
@@ -341,15 +348,20 @@ class PullSubscription:
         self.acks.send_many(stream_seqs(batch))
 
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
-              heartbeat: float, timeout: float,
-              pg: dict[str, Any]) -> tuple[MsgBatch, tuple[int, str] | None]:
-        """One pull request: its messages and the status that ended it."""
+              heartbeat: float, timeout: float, pg: dict[str, Any],
+              answers: tuple[list, Any] = ([], ())
+              ) -> tuple[MsgBatch, tuple[int, str] | None]:
+        """One pull request: its messages and the status that ended it. ``answers``
+        (queued acks, see AckSender.take) go with it."""
         deadline = time.monotonic() + timeout + 10.0
+        acks, ranges = answers
         while True:
             if pg and self.pin_id:
                 pg = {**pg, "pin_id": self.pin_id}
+            extra = {"acks": acks, "ranges": ranges} if acks or len(ranges) else {}
             out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                                   timeout=max(deadline - time.monotonic(), 1.0), **pg)
+                                   timeout=max(deadline - time.monotonic(), 1.0), **pg,
+                                   **extra)
             msgs = MsgBatch(out["batch"], self.acks)
             if out["batch"].hdrs:
                 for msg in msgs:

@@ -14,7 +14,7 @@ from ray.exceptions import RayError
 
 from rayjet.actors.router import GroupRouter
 from rayjet.api import headers as H
-from rayjet.engine.delivery_batch import DeliveryBatch, seq_ranges
+from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges, seq_ranges
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
 ACK_FLUSH_EVERY = 0.01  # seconds a plain ack may wait to travel with others
@@ -82,6 +82,22 @@ class AckSender:
             self._plain.extend(seqs)
             if len(self._pending) + len(self._plain) >= ACK_SEND_AT:
                 self._wake.set()
+
+    def take(self) -> tuple[list[tuple[str, int, Any]], Any]:
+        """What is queued, taken out to travel with another call (a fetch) as ``acks`` and
+        ``ranges``; :meth:`put_back` if that call fails."""
+        with self._send_lock, self._lock:
+            batch, self._pending = self._pending, []
+            plain, self._plain = self._plain, []
+        return batch, (seq_ranges(plain) if plain else ())
+
+    def put_back(self, batch: list[tuple[str, int, Any]], ranges: Any) -> None:
+        """Answers :meth:`take` gave whose call may not have arrived: queued again, ahead
+        of newer ones (sending twice is harmless: answers go by stream seq)."""
+        with self._lock:
+            self._pending[:0] = batch
+            self._plain[:0] = expand_ranges(ranges) if len(ranges) else []
+        self._wake.set()
 
     def flush(self) -> None:
         """Send what is queued; on a failure it stays queued (ahead of newer acks) and the

@@ -116,3 +116,20 @@ def test_plain_acks_cross_as_ranges_beside_the_other_answers():
     assert [r.tolist() for r in calls] == [[1, 500, 700, 700]]
     assert router.delivered == [("nak", 600, 1.0), *(("ack", s, None) for s in range(1, 501)),
                                 ("ack", 700, None)]
+
+
+def test_taken_answers_go_back_ahead_of_newer_ones():
+    router = FlakyRouter(fail=0, error=NotLeaderError("x"))
+    sender = AckSender(router, timeout=1.0)
+    sender._stopped = True  # drive flush by hand
+    sender._thread.join()
+    sender.send_many([1, 2, 3, 7])
+    sender.send("term", 9, "bad")
+    batch, ranges = sender.take()
+    assert batch == [("term", 9, "bad")] and ranges.tolist() == [1, 3, 7, 7]
+    sender.flush()
+    assert router.calls == 0  # nothing left queued
+    sender.send("ack", 20)
+    sender.put_back(batch, ranges)  # the call they went with failed
+    sender.flush()
+    assert router.delivered == [("term", 9, "bad"), *(("ack", s, None) for s in (1, 2, 3, 7, 20))]

@@ -113,3 +113,15 @@ def test_a_push_batch_is_acked_at_once(js, filled):
         sub.ack_batch(got)
     ack_floor_reaches(sub, 301)
     sub.unsubscribe()
+
+
+def test_queued_acks_travel_with_the_next_fetch_and_make_room(js, filled):
+    s = filled
+    sub = js.pull_subscribe(stream=s, durable="ROOM", max_ack_pending=10, ack_wait=30.0)
+    first = sub.fetch(50, timeout=5)
+    assert len(first) == 10  # max_ack_pending
+    first.ack()  # queued: the sender thread may not have sent them yet
+    second = sub.fetch(50, timeout=5)
+    assert [m.metadata.sequence.stream for m in second] == list(range(11, 21))
+    assert sub.consumer_info().ack_floor.stream_seq == 10
+    sub.unsubscribe()
