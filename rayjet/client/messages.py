@@ -17,7 +17,7 @@ from rayjet.api import headers as H
 from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges, seq_ranges
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
-ACK_FLUSH_EVERY = 0.01  # seconds a plain ack may wait to travel with others
+ACK_FLUSH_EVERY = 0.01  # seconds an answer may wait to travel with others (or a fetch)
 ACK_RETRY_PAUSE = 0.2  # seconds between sends of a batch that did not get through
 ACK_RETRY_FOR = 60.0  # seconds a batch is sent again before it is given up
 ACK_SEND_AT = 512  # queued acks that go out at once, without waiting for the next turn
@@ -54,6 +54,7 @@ class AckSender:
         self.timeout = timeout
         self._pending: list[tuple[str, int, Any]] = []  # naks, progress, terms
         self._plain: list[int] = []  # stream seqs of plain acks
+        self._since: float | None = None  # when the oldest queued answer was queued
         self._failing_since: float | None = None
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()  # one batch on its way at a time, in order
@@ -68,6 +69,8 @@ class AckSender:
             (ok,) = self.router.call("ack", [(kind, seq, arg)], True, timeout=self.timeout)
             return ok
         with self._lock:
+            if self._since is None:
+                self._since = time.monotonic()
             if kind == "ack":
                 self._plain.append(seq)
             else:
@@ -79,6 +82,8 @@ class AckSender:
     def send_many(self, seqs: list[int]) -> None:
         """Plain acks of ``seqs``, queued as one."""
         with self._lock:
+            if self._since is None:
+                self._since = time.monotonic()
             self._plain.extend(seqs)
             if len(self._pending) + len(self._plain) >= ACK_SEND_AT:
                 self._wake.set()
@@ -89,6 +94,7 @@ class AckSender:
         with self._send_lock, self._lock:
             batch, self._pending = self._pending, []
             plain, self._plain = self._plain, []
+            self._since = None
         return batch, (seq_ranges(plain) if plain else ())
 
     def put_back(self, batch: list[tuple[str, int, Any]], ranges: Any) -> None:
@@ -97,6 +103,7 @@ class AckSender:
         with self._lock:
             self._pending[:0] = batch
             self._plain[:0] = expand_ranges(ranges) if len(ranges) else []
+            self._since = self._since or time.monotonic()
         self._wake.set()
 
     def flush(self) -> None:
@@ -106,6 +113,7 @@ class AckSender:
             with self._lock:
                 batch, self._pending = self._pending, []
                 plain, self._plain = self._plain, []
+                self._since = None
             if not batch and not plain:
                 return
             try:
@@ -122,6 +130,7 @@ class AckSender:
                     with self._lock:
                         self._pending[:0] = batch
                         self._plain[:0] = plain
+                        self._since = self._since or now
                 else:
                     self._failing_since = None  # give this batch up; ack_wait redelivers
                 raise
@@ -129,8 +138,11 @@ class AckSender:
 
     def _run(self) -> None:
         while not self._stopped:
-            self._wake.wait(ACK_FLUSH_EVERY)
+            woken = self._wake.wait(ACK_FLUSH_EVERY)
             self._wake.clear()
+            since = self._since
+            if not woken and (since is None or time.monotonic() - since < ACK_FLUSH_EVERY):
+                continue  # nothing, or acks too young: the next fetch may take them along
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 - kept for the next turn (see flush)
