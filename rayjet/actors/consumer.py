@@ -36,7 +36,13 @@ from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
 from rayjet.engine.consumer_reader import ReadAhead
-from rayjet.engine.consumer_types import Batch, Delivery, PullRequest, RequestStatus
+from rayjet.engine.consumer_types import (
+    Batch,
+    Delivery,
+    DeliveryRun,
+    PullRequest,
+    RequestStatus,
+)
 from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges
 from rayjet.errors import (
     APIError,
@@ -161,7 +167,8 @@ class ConsumerMachine:
 class _Fetch:
     batch: int
     future: asyncio.Future
-    messages: list[Delivery] = field(default_factory=list)
+    messages: list[Delivery | DeliveryRun] = field(default_factory=list)
+    count: int = 0  # messages in ``messages``
     status: tuple[int, str] | None = None
     eager: bool = False  # push: answer as soon as one decision's messages are out
     scheduled: int = 0  # messages held back until their due time
@@ -392,25 +399,25 @@ class ConsumerReplica:
 
     def _dispatch(self, batch: Batch) -> None:
         """Propose the batch's ops; hand its messages out once they are applied."""
-        if batch.deliveries:
+        if batch.sends:
             self._timer_wake.set()  # unacked deliveries run on the clock now
         self._advisories.extend((a.subject, a.body) for a in batch.advisories)
         del self._advisories[:-1000]
         if not batch.ops:
-            self._deliver(batch.deliveries)
+            self._deliver(batch.sends)
             self._end_requests(batch.statuses)
             return
         fut = self._commit(batch.ops)
-        self._count_inflight(batch.deliveries, 1)
+        self._count_inflight(batch.sends, 1)
 
         def done(f: asyncio.Future, batch=batch) -> None:
-            self._count_inflight(batch.deliveries, -1)
+            self._count_inflight(batch.sends, -1)
             if f.cancelled() or f.exception() is not None:
                 err = f.exception() if not f.cancelled() else None
                 self._end_requests([RequestStatus(r, 409, f"Leadership Change ({err})")
-                                    for r, _ in batch.deliveries])
+                                    for r, _ in batch.sends])
                 return
-            self._deliver(batch.deliveries)
+            self._deliver(batch.sends)
             self._end_requests(batch.statuses)
 
         fut.add_done_callback(done)
@@ -430,7 +437,10 @@ class ConsumerReplica:
             fetch = self._fetches.get(reply)
             if fetch is None or fetch.future.done():
                 continue
-            if d.due_ns > now and fetch.eager:
+            if isinstance(d, DeliveryRun):  # never paced
+                fetch.messages.append(d)
+                fetch.count += len(d)
+            elif d.due_ns > now and fetch.eager:
                 # push: paced messages wait here and go out with the poll due at their time
                 heapq.heappush(self._held, (d.due_ns, d.stream_seq, d))
             elif d.due_ns > now:
@@ -438,6 +448,7 @@ class ConsumerReplica:
                 loop.call_later((d.due_ns - now) / 1e9, self._deliver_due, reply, d)
             else:
                 fetch.messages.append(d)
+                fetch.count += 1
         for reply in {r for r, _ in deliveries}:
             self._maybe_done(reply)
 
@@ -447,13 +458,14 @@ class ConsumerReplica:
             return  # the fetch ended: the message is redelivered after ack_wait
         fetch.scheduled -= 1
         fetch.messages.append(d)
+        fetch.count += 1
         self._maybe_done(reply)
 
     def _maybe_done(self, reply: str) -> None:
         fetch = self._fetches.get(reply)
         if fetch is None or fetch.future.done() or fetch.scheduled:
             return
-        if (fetch.eager and (fetch.messages or self._held) or len(fetch.messages) >= fetch.batch
+        if (fetch.eager and (fetch.messages or self._held) or fetch.count >= fetch.batch
                 or fetch.leaving and not fetch.inflight):
             fetch.future.set_result(None)
 
@@ -643,7 +655,7 @@ class ConsumerReplica:
                 finally:
                     self.reader.drop()
                 self._dispatch(batch)
-                if batch.deliveries:
+                if batch.sends:
                     # wait for the decision to commit (its messages arrive, or are held)
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(fetch.future), 10.0)
@@ -656,6 +668,7 @@ class ConsumerReplica:
         now = time.time_ns()
         while self._held and self._held[0][0] <= now:
             fetch.messages.append(heapq.heappop(self._held)[2])
+            fetch.count += 1
 
     async def ack(self, acks: list[tuple[str, int, Any]], sync: bool = False,
                   timeout: float = 5.0, ranges: Any = ()) -> list[bool]:

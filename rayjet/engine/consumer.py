@@ -17,6 +17,7 @@ injected clock, and every timestamp a replica needs travels inside the ops.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from collections import deque
@@ -59,6 +60,7 @@ from rayjet.engine.consumer_types import (
     Batch,
     ConsumerApplyResult,
     Delivery,
+    DeliveryRun,
     PullRequest,
     RequestStatus,
 )
@@ -360,18 +362,19 @@ class ConsumerEngine(AckDecisions):
         self._check_leader()
         now = self.clock.now_ns() if now is None else now
         out = Batch()
-        rnd = _Round(now, out, self._view.dcseq + 1)
+        first = self._view.dcseq + 1
+        rnd = _Round(now, out, first)
         left = max_bytes
-        while len(rnd.items) < batch:
-            if not max_bytes and self._take_run(rnd, batch - len(rnd.items), reply):
+        while (taken := rnd.cseq - first) < batch:
+            if not max_bytes and self._take_run(rnd, batch - taken, reply):
                 continue
-            cand = self._peek(rnd, batch - len(rnd.items))
+            cand = self._peek(rnd, batch - taken)
             if cand is None:
                 break
             if max_bytes:
                 size = cand.delivery.size
                 if size > left:
-                    if not rnd.items:
+                    if not taken:
                         out.statuses.append(RequestStatus(reply, *W.MAX_BYTES_EXCEEDED, batch, left))
                     break
                 left -= size
@@ -696,7 +699,7 @@ class ConsumerEngine(AckDecisions):
                          d.consumer_seq, d.num_delivered, d.timestamp, d.num_pending, due)
         rnd.items.append((rnd.cseq, msg.seq, cand.dc))
         rnd.cseq += 1
-        rnd.batch.deliveries.append((reply, d))
+        rnd.batch.sends.append((reply, d))
 
     def _take_run(self, rnd: _Round, want: int, reply: str) -> int:
         """Take up to ``want`` new messages at once, in stream order: what ``_peek`` and
@@ -716,12 +719,14 @@ class ConsumerEngine(AckDecisions):
         rnd.cand = None
         buf = rnd.buf
         msgs = [buf.popleft() for _ in range(k)]
-        stream, name, cseq, npc = self.stream, self.name, rnd.cseq, rnd.npc
-        rnd.items.extend((cseq + i, m.seq, 1) for i, m in enumerate(msgs))
-        rnd.batch.deliveries.extend(
-            (reply, Delivery(m.subject, m.hdr, m.data, stream, name, m.seq, cseq + i, 1, m.ts,
-                             max(npc - 1 - i, 0)))
-            for i, m in enumerate(msgs))
+        cseq, npc = rnd.cseq, rnd.npc
+        if self._ack_mode == ACK_NONE and not self._forward:
+            rnd.items.append((cseq + k - 1, msgs[-1].seq, 1))  # all _finish keeps of them
+        else:
+            rnd.items.extend(zip(range(cseq, cseq + k), [m.seq for m in msgs],
+                                 itertools.repeat(1)))
+        rnd.batch.sends.append(
+            (reply, DeliveryRun(msgs, self.stream, self.name, cseq, npc - 1)))
         rnd.cseq += k
         rnd.new += k
         rnd.npc = max(npc - k, 0)

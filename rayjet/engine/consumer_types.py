@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayjet.engine.consumer_ops import ConsumerOp
+from rayjet.storage.protocol import StoredMsg
 
 ACK_PREFIX = "$JS.ACK"
 
@@ -57,6 +58,28 @@ class Delivery:
     def size(self) -> int:
         """The bytes a pull request's max_bytes counts: subject, reply, headers and data."""
         return len(self.subject) + len(self.reply) + len(self.hdr) + len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRun:
+    """New messages handed out one after the other, each for the first time, at once:
+    consumer seqs from ``first_cseq`` on, the first with ``pending`` messages after it and
+    each next one with one less (never below 0). What a run of :class:`Delivery` objects
+    would say, without an object per message."""
+
+    msgs: list[StoredMsg]
+    stream: str
+    consumer: str
+    first_cseq: int
+    pending: int
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+    def deliveries(self) -> list[Delivery]:
+        c, p = self.first_cseq, self.pending
+        return [Delivery(m.subject, m.hdr, m.data, self.stream, self.consumer, m.seq, c + i, 1,
+                         m.ts, max(p - i, 0)) for i, m in enumerate(self.msgs)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +167,23 @@ class Advisory:
 class Batch:
     """What one delivery decision produced.
 
-    ``deliveries`` pairs each delivery with the reply subject of the pull request it answers
-    ("" when delivered outside a pull request). Propose ``ops`` in order and send the
+    ``sends`` pairs each delivery (or run of them) with the reply subject of the pull
+    request it answers ("" when delivered outside a pull request). Propose ``ops`` in order and send the
     deliveries once they are applied (so a new leader never forgets a sent message);
     ``statuses`` end or inform pull requests; publish ``advisories``.
     """
 
-    deliveries: list[tuple[str, Delivery]] = field(default_factory=list)
+    sends: list[tuple[str, Delivery | DeliveryRun]] = field(default_factory=list)
     ops: list[ConsumerOp] = field(default_factory=list)
     statuses: list[RequestStatus] = field(default_factory=list)
     advisories: list[Advisory] = field(default_factory=list)
     stalled: bool = False  # max_ack_pending reached: more messages wait for acks
+
+    @property
+    def deliveries(self) -> list[tuple[str, Delivery]]:
+        """``sends`` with every run spelled out message by message."""
+        return [(reply, one) for reply, d in self.sends
+                for one in (d.deliveries() if isinstance(d, DeliveryRun) else (d,))]
 
     @property
     def messages(self) -> list[Delivery]:
@@ -193,6 +222,7 @@ __all__ = [
     "GROUP_UNPINNED_TYPE", "MAX_DELIVERIES", "MAX_DELIVER_TYPE", "MSG_NAKED",
     "MSG_TERMINATED", "NAK_TYPE", "PIN_ID_HEADER", "TERMINATED_TYPE", "TERM_REASON_DELETED",
     "AckOutcome",
-    "AckReply", "Advisory", "Batch", "ConsumerApplyResult", "Delivery", "PullRequest",
+    "AckReply", "Advisory", "Batch", "ConsumerApplyResult", "Delivery", "DeliveryRun",
+    "PullRequest",
     "RequestStatus", "parse_ack_reply",
 ]

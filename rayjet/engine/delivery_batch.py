@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from rayjet.engine.consumer_types import ACK_PREFIX, Delivery
+from rayjet.engine.consumer_types import ACK_PREFIX, Delivery, DeliveryRun
 from rayjet.errors import BadRequestError
 
 # the columns of DeliveryBatch.to_arrow; ``headers`` is the NATS header block (null: none),
@@ -31,6 +31,20 @@ ARROW_SCHEMA = pa.schema([
 ])
 
 _NUMBERS = ("stream_seq", "consumer_seq", "num_delivered", "num_pending", "timestamp")
+
+
+def _one_columns(d: Delivery) -> tuple:
+    return ((d.subject,), (d.hdr,), (d.data,), (d.stream_seq,), (d.consumer_seq,),
+            (d.num_delivered,), (d.num_pending,), (d.timestamp,))
+
+
+def _run_columns(run: DeliveryRun) -> tuple:
+    """A run's columns in :data:`_NUMBERS` order after subject, header, payload."""
+    msgs, n = run.msgs, len(run.msgs)
+    pending = np.maximum(run.pending - np.arange(n, dtype=np.int64), 0)
+    return ([m.subject for m in msgs], [m.hdr for m in msgs], [m.data for m in msgs],
+            [m.seq for m in msgs], np.arange(run.first_cseq, run.first_cseq + n, dtype=np.int64),
+            np.ones(n, np.int64), pending, [m.ts for m in msgs])
 
 
 def _ends(parts: list[bytes]) -> np.ndarray:
@@ -66,23 +80,27 @@ class DeliveryBatch:
         self._lists: tuple | None = None
 
     @classmethod
-    def of(cls, deliveries: Sequence[Delivery], stream: str = "",
+    def of(cls, deliveries: Sequence[Delivery | DeliveryRun], stream: str = "",
            consumer: str = "") -> DeliveryBatch:
-        """The batch of ``deliveries`` (all of one consumer)."""
+        """The batch of ``deliveries`` (all of one consumer), runs spelled out."""
         if deliveries:
             stream, consumer = deliveries[0].stream, deliveries[0].consumer
+        parts = [_run_columns(d) if isinstance(d, DeliveryRun) else _one_columns(d)
+                 for d in deliveries]
+        subjects = [x for p in parts for x in p[0]]
+        hdrs = [x for p in parts for x in p[1]]
+        datas = [x for p in parts for x in p[2]]
         index: dict[str, int] = {}
-        which = np.fromiter((index.setdefault(d.subject, len(index)) for d in deliveries),
-                            np.uint32, len(deliveries))
-        hdrs = [d.hdr for d in deliveries]
-        datas = [d.data for d in deliveries]
+        which = np.fromiter((index.setdefault(s, len(index)) for s in subjects), np.uint32,
+                            len(subjects))
 
-        def numbers(name: str) -> np.ndarray:
-            return np.fromiter((getattr(d, name) for d in deliveries), np.int64,
-                               len(deliveries))
+        def numbers(k: int) -> np.ndarray:
+            if not parts:
+                return np.zeros(0, np.int64)
+            return np.concatenate([np.asarray(p[3 + k], np.int64) for p in parts])
 
         return cls(stream, consumer, list(index), which, _ends(hdrs), b"".join(hdrs),
-                   _ends(datas), b"".join(datas), *(numbers(n) for n in _NUMBERS))
+                   _ends(datas), b"".join(datas), *(numbers(k) for k in range(len(_NUMBERS))))
 
     @classmethod
     def concat(cls, batches: Sequence[DeliveryBatch]) -> DeliveryBatch:

@@ -98,3 +98,20 @@ def test_bad_ack_ranges_are_refused(bad):
 def test_an_empty_batch_has_the_schema():
     rb = DeliveryBatch.of([], "S", "C").to_arrow()
     assert rb.num_rows == 0 and rb.schema.names[:3] == ["subject", "data", "headers"]
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a.b", "z"]), st.binary(max_size=9)), max_size=12),
+       st.integers(1, 50), st.integers(0, 8), deliveries)
+def test_runs_and_single_deliveries_make_the_same_batch(rows, cseq, pending, singles):
+    from rayjet.engine.consumer_types import DeliveryRun
+    from rayjet.storage.protocol import StoredMsg
+
+    msgs = [StoredMsg(subject, b"", data, 100 + i, 7 + i) for i, (subject, data) in
+            enumerate(rows)]
+    run = DeliveryRun(msgs, "ORDERS", "D", cseq, pending)
+    mixed = [*singles[:3], run, *singles[3:]] if rows else singles
+    spelled = [*singles[:3], *run.deliveries(), *singles[3:]] if rows else singles
+    assert batch_fields(DeliveryBatch.of(mixed, "ORDERS", "D")) == [fields(d) for d in spelled]
+    assert [d.num_pending for d in run.deliveries()] == [max(pending - i, 0)
+                                                          for i in range(len(msgs))]
