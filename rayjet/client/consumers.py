@@ -552,14 +552,15 @@ class PushSubscription:
         return item
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._read_lock:
-            while self._reading is None or self._pos >= len(self._reading):
-                self._reading, self._pos = self._next_batch(deadline), 0
-            msg = self._reading[self._pos]
-            self._pos += 1
+            reading, pos = self._reading, self._pos
+            if reading is None or pos >= len(reading):
+                deadline = None if timeout is None else time.monotonic() + timeout
+                reading, pos = self._next_batch(deadline), 0
+                self._reading = reading
+            self._pos = pos + 1
             self._taken += 1
-        return msg
+            return reading._msg(pos)
 
     def next_batch(self, timeout: float | None = 1.0) -> MsgBatch:
         """The messages that have arrived (what is left of a poll ``next_msg`` started

@@ -163,7 +163,7 @@ class DeliveryBatch:
 
     def message(self, i: int) -> tuple[str, bytes, bytes]:
         """(subject, header block, payload) of message ``i``."""
-        which, hends, dends = self.lists()[:3]
+        which, hends, dends, *_ = self._lists or self.lists()
         return (self.subjects[which[i]], self.hdrs[hends[i]:hends[i + 1]],
                 self.data[dends[i]:dends[i + 1]])
 
