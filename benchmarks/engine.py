@@ -143,6 +143,54 @@ def bench_apply(kind: str, tmp: str, runs: list[list], n: int) -> tuple[float, i
     return took, syncs
 
 
+def bench_consumer(n: int, fetch: int = 500) -> dict[str, float]:
+    """The consumer leader's CPU per message for fetch(``fetch``) + ack of every message,
+    as in a pull loop (an explicit-ack durable over a MemStore stream, each decision
+    answered from a read-ahead window as the actor offers it): us/msg of the decision, the
+    raft entry's encoding, the columns the client gets, and the acks."""
+    from rayjet.actors.consumer import encode_entry
+    from rayjet.api import ConsumerConfig
+    from rayjet.engine.consumer import ConsumerEngine
+    from rayjet.engine.consumer_reader import ReadAhead, StoreReader
+    from rayjet.engine.consumer_types import PullRequest
+    from rayjet.engine.delivery_batch import DeliveryBatch
+
+    cfg, store, clock = new_store("memory", "", "consumer")
+    for start in range(0, n, BATCH):
+        store.store_raw_batch([("bench.a", b"", PAYLOAD, start + i + 1, clock.now_ns(), 0)
+                               for i in range(min(BATCH, n - start))])
+    inner = StoreReader(store)
+    reader = ReadAhead(inner)
+    engine = ConsumerEngine(ConsumerConfig(durable_name="D", ack_policy="explicit",
+                                           max_ack_pending=-1), cfg, reader, clock)
+    for op in engine.set_leader():
+        engine.apply(op)
+    spent = {"decision": 0.0, "raft entry": 0.0, "columns": 0.0, "acks": 0.0}
+    got = 0
+    while got < n:
+        reader.offer(inner.read_window(tuple(engine.filters), engine.read_position(), fetch))
+        t0 = time.perf_counter()
+        batch = engine.request(PullRequest(reply=f"r{got}", batch=fetch, no_wait=True,
+                                           expires=5.0))
+        t1 = time.perf_counter()
+        encode_entry(batch.ops)
+        for op in batch.ops:
+            engine.apply(op)
+        t2 = time.perf_counter()
+        cols = DeliveryBatch.of([d for _, d in batch.sends])
+        t3 = time.perf_counter()
+        out = engine.prepare_acks(cols.stream_seq.tolist())
+        if out.op is not None:
+            engine.apply(out.op)
+        t4 = time.perf_counter()
+        reader.drop()
+        for key, a, b in (("decision", t0, t1), ("raft entry", t1, t2), ("columns", t2, t3),
+                          ("acks", t3, t4)):
+            spent[key] += b - a
+        got += len(cols)
+    return {key: secs / got * 1e6 for key, secs in spent.items()}
+
+
 def rate(n: int, secs: float) -> str:
     return f"{n / secs:>12,.0f} msg/s"
 
@@ -187,6 +235,9 @@ def main() -> None:
             col_took, _ = min(bench_apply(kind, tmp, col_runs, n) for _ in range(best))
             print(f"{'  the same as MsgRunOps':<28} apply_batch {rate(n, col_took)}   "
                   f"apply/store {raw / col_took:6.0%}   {col_took / n * 1e6:.3f} us/msg")
+        costs = [bench_consumer(min(n, 100_000)) for _ in range(best)]
+        print("consumer leader, fetch(500) + ack of each, us/msg: " + ", ".join(
+            f"{key} {min(c[key] for c in costs):.2f}" for key in costs[0]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
