@@ -596,6 +596,9 @@ class ConsumerReplica:
                               priority=priority)
             if self.engine.config.is_push:
                 fetch.eager = True
+                ops, _ = self._answer_ops(acks or [], ranges)
+                if ops:
+                    self._commit(ops)
                 await self._push(fetch, reply, max_bytes, expires)
             else:
                 await self._read_ahead(fetch.batch)

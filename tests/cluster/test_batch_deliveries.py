@@ -125,3 +125,16 @@ def test_queued_acks_travel_with_the_next_fetch_and_make_room(js, filled):
     assert [m.metadata.sequence.stream for m in second] == list(range(11, 21))
     assert sub.consumer_info().ack_floor.stream_seq == 10
     sub.unsubscribe()
+
+
+def test_acks_riding_on_a_poll_of_a_push_consumer_are_applied(js, filled):
+    s = filled
+    js.add_consumer(s, durable_name="PUSHPOLL", deliver_subject="_INBOX.pp",
+                    ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0)
+    sub = js.pull_subscribe(stream=s, durable="PUSHPOLL")
+    got = sub.fetch(50, timeout=5)
+    got.ack()  # queued, then carried by the next poll
+    more = sub.fetch(50, timeout=5)
+    assert more[0].metadata.sequence.stream == got[-1].metadata.sequence.stream + 1
+    ack_floor_reaches(sub, got[-1].metadata.sequence.stream)
+    sub.unsubscribe()
