@@ -693,9 +693,11 @@ class ConsumerReplica:
         """The ops that apply ``acks`` and ``ranges`` (proposed on the leader's view), and
         whether each of ``acks`` named something this consumer delivered."""
         engine, ops, oks = self.engine, [], []
-        for kind, _, _ in acks:  # all checked before any is proposed
-            if kind not in ANSWER_KINDS:
-                raise error_for("BAD_REQUEST", err=f"unknown ack kind {kind!r}")
+        for a in acks:  # all checked before any is proposed
+            if not (isinstance(a, tuple | list) and len(a) == 3 and isinstance(a[0], str)
+                    and a[0] in ANSWER_KINDS and type(a[1]) is int and a[1] >= 1):
+                raise error_for("BAD_REQUEST", err=f"not an answer (kind, stream seq, arg): "
+                                                   f"{a!r}")
         plain = [seq for kind, seq, _ in acks if kind == "ack"]
         plain.extend(expand_ranges(ranges))
         if plain:

@@ -18,7 +18,7 @@ from rayjet.actors.router import GroupRouter
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamConfig
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
-from rayjet.client.messages import AckSender, Msg, MsgBatch, stream_seqs
+from rayjet.client.messages import AckSender, Msg, MsgBatch, ack_all
 from rayjet.engine.delivery_batch import DeliveryBatch
 from rayjet.errors import (
     APIError,
@@ -342,10 +342,7 @@ class PullSubscription:
         """Ack every message of a fetched batch (a record batch or table with a
         ``stream_seq`` column, a :class:`MsgBatch`, or stream seqs) at once: the acks cross
         as ranges of stream seqs."""
-        if isinstance(batch, MsgBatch):
-            batch.ack()
-            return
-        self.acks.send_many(stream_seqs(batch))
+        ack_all(self.acks, batch)
 
     def _pull(self, batch: int, expires: float, max_bytes: int, no_wait: bool,
               heartbeat: float, timeout: float, pg: dict[str, Any],
@@ -588,12 +585,7 @@ class PushSubscription:
 
     def ack_batch(self, batch: pa.RecordBatch | pa.Table | MsgBatch | Iterable[int]) -> None:
         """Ack every message of ``batch`` at once (see :meth:`PullSubscription.ack_batch`)."""
-        if self.acks is None:
-            raise BadRequestError("this consumer does not take acks (ack_policy none)")
-        if isinstance(batch, MsgBatch):
-            batch.ack()
-            return
-        self.acks.send_many(stream_seqs(batch))
+        ack_all(self.acks, batch)
 
     def pending(self) -> int:
         """Messages arrived and not read yet."""

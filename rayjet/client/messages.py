@@ -182,6 +182,17 @@ def stream_seqs(batch) -> list[int]:
     return seqs
 
 
+def ack_all(acks: AckSender | None, batch) -> None:
+    """Ack every message of a fetched batch at once: a :class:`MsgBatch` (what is not
+    answered yet), or a record batch / table / stream seqs (see :func:`stream_seqs`)."""
+    if isinstance(batch, MsgBatch):
+        batch.ack()
+        return
+    if acks is None:
+        raise BadRequestError("this consumer does not take acks (ack_policy none)")
+    acks.send_many(stream_seqs(batch))
+
+
 class Msg:
     """A delivered message. ``ack``/``nak``/``in_progress``/``term`` answer it once."""
 

@@ -138,3 +138,20 @@ def test_acks_riding_on_a_poll_of_a_push_consumer_are_applied(js, filled):
     assert more[0].metadata.sequence.stream == got[-1].metadata.sequence.stream + 1
     ack_floor_reaches(sub, got[-1].metadata.sequence.stream)
     sub.unsubscribe()
+
+
+def test_malformed_answers_are_refused_whole(js, filled):
+    s = filled
+    sub = js.pull_subscribe(stream=s, durable="BADACKS", ack_wait=30.0)
+    got = sub.fetch(5, timeout=5)
+    first = got[0].metadata.sequence.stream
+    for bad in ([("ack", first, None), ("ack", "x", None)], [("ack", first, None), ("zap", 1, None)],
+                [("ack", first)], [["ack"], 1, None]):
+        with pytest.raises(BadRequestError):
+            sub.router.call("ack", bad, True, timeout=10)
+    with pytest.raises(BadRequestError):
+        sub.router.call("ack", [], True, timeout=10, ranges=[first, first - 1])
+    assert sub.consumer_info().ack_floor.stream_seq == 0  # the good ack went with the bad
+    got.ack()
+    ack_floor_reaches(sub, got[-1].metadata.sequence.stream)
+    sub.unsubscribe()
