@@ -51,7 +51,9 @@ log = logging.getLogger(__name__)
 _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
                              "last_seq_for", "last_per_subject", "seq_for_time",
                              "read_window", "read_many"})
-UPKEEP_EVERY = 1.0  # seconds between local expiry / schedule checks
+# at most this many seconds of upkeep passes: a stream whose messages expire one after
+# another is swept in small batches instead of once per message
+UPKEEP_GAP = 0.1
 DEFAULT_TIMEOUT = 5.0
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
@@ -156,10 +158,11 @@ class StreamReplica:
                 self._outbox_changed = asyncio.Event()
 
     async def _upkeep_loop(self) -> None:
-        """Local upkeep at most every UPKEEP_EVERY, and only while something is due: an
-        idle replica (nothing to expire, sync or fire) has no timer until raft wakes it."""
+        """Local upkeep when something is due (a TTL or max_age expiry, a schedule, a log
+        sync), at most once every UPKEEP_GAP: an idle replica (nothing to expire, sync or
+        fire) has no timer until raft wakes it."""
         while True:
-            await asyncio.sleep(UPKEEP_EVERY)
+            await asyncio.sleep(UPKEEP_GAP)
             self._upkeep_wake.clear()
             self._upkeep_once()
             wait = self._seconds_to_upkeep()

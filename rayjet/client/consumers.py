@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,20 @@ class ConsumersAPI:
         return bool(self._consumer_router(stream, name).call("unpin", group,
                                                               timeout=self.timeout))
 
+    def pause_consumer(self, stream: str, name: str, until: datetime | None) -> ConsumerInfo:
+        """Hold deliveries until ``until`` (an aware datetime), as ``$JS.API.CONSUMER.PAUSE``
+        does; ``None`` resumes at once."""
+        config = self.consumer_info(stream, name).config
+        return self.update_consumer(stream, dataclasses.replace(config, pause_until=until))
+
+    def resume_consumer(self, stream: str, name: str) -> ConsumerInfo:
+        return self.pause_consumer(stream, name, None)
+
+    def consumer_link(self, stream: str, name: str) -> ConsumerLink:
+        """Raw access to one consumer, as a protocol server needs it (see
+        :class:`ConsumerLink`)."""
+        return ConsumerLink(self._consumer_router(stream, name), self.timeout)
+
     def consumer_names(self, stream: str) -> list[str]:
         """Every consumer: the catalogue's, and the ephemeral ones the stream leader runs."""
         names = {ca["name"] for ca in self._meta_call("list_consumers", stream)}
@@ -257,6 +272,30 @@ class ConsumersAPI:
         sub.created_info = created
         sub.start()
         return sub
+
+
+class ConsumerLink:
+    """One consumer without a subscription around it: pull requests answered with the
+    columns of their messages and the status that ended them, and answers (acks) applied
+    as given. The NATS gateway serves ``$JS.API.CONSUMER.MSG.NEXT``, push deliveries and
+    ``$JS.ACK`` subjects through it."""
+
+    def __init__(self, router: Any, timeout: float) -> None:
+        self.router = router
+        self.timeout = timeout
+
+    def pull(self, batch: int, expires: float, max_bytes: int = 0, no_wait: bool = False,
+             heartbeat: float = 0.0, **priority: Any) -> tuple[DeliveryBatch, Any]:
+        """One pull request: (DeliveryBatch, RequestStatus or None)."""
+        out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
+                               timeout=expires + self.timeout, **priority)
+        return out["batch"], out["status"]
+
+    def answer(self, acks: list[tuple[str, int, Any]], ranges: Any = (), sync: bool = False
+               ) -> list[bool]:
+        """Apply answers ``(kind, stream seq, arg)`` (kind ack|nak|progress|term) and plain
+        acks as ``ranges``; ``sync`` waits until they are replicated."""
+        return self.router.call("ack", acks, sync, self.timeout, ranges, timeout=self.timeout)
 
 
 class PullSubscription:

@@ -138,6 +138,11 @@ class StreamsAPI:
     def stream_names(self, subject: str | None = None) -> list[str]:
         return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]
 
+    def stream_configs(self, subject: str | None = None) -> list[StreamConfig]:
+        """Every stream's configuration, from the catalogue (one call, no replica asked)."""
+        return [StreamConfig.from_dict(a["config"]) for a in self._meta_call("list_streams",
+                                                                            subject)]
+
     def find_stream_name_by_subject(self, subject: str) -> str:
         found = self._meta_call("lookup_subject", subject)
         if found is None:

@@ -1,0 +1,73 @@
+"""A gateway on a thread of its own: for a Python process that holds the rayjet
+connection (``rayjet.connect(gateway=...)``, the gateway actor, test harnesses)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from rayjet.gateway.jetstream import JetStreamBridge
+from rayjet.gateway.server import Gateway, GatewayOptions
+
+START_TIMEOUT = 60.0
+
+
+class GatewayThread:
+    """``start()`` listens (raises when the port cannot be had); ``stop()`` closes the
+    listener and every connection. It can be started again after a stop."""
+
+    def __init__(self, js: Any, options: GatewayOptions | None = None) -> None:
+        self.js = js
+        self.options = options or GatewayOptions()
+        self.gateway: Gateway | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.gateway.port if self.gateway is not None else self.options.port
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        started: Future = Future()
+        self._thread = threading.Thread(target=self._run, args=(started,),
+                                        name="rayjet-gateway", daemon=True)
+        self._thread.start()
+        try:
+            started.result(START_TIMEOUT)
+        except BaseException:
+            self._thread.join(5.0)
+            self._thread = None
+            raise
+
+    def _run(self, started: Future) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self.gateway = Gateway(self.options, JetStreamBridge(self.js))
+        try:
+            loop.run_until_complete(self.gateway.start())
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            started.set_exception(exc)
+            loop.close()
+            return
+        started.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self.gateway.stop(), self._loop)
+        try:
+            fut.result(30.0)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10.0)
+            self.gateway.bridge.pool.shutdown(wait=False, cancel_futures=True)
+            self._thread = None
+            self._loop = None

@@ -1,0 +1,456 @@
+"""JetStream behind the gateway: stream capture, the ``$JS.API`` subjects, pull requests,
+push deliveries and ``$JS.ACK`` answers, all over one :class:`rayjet.client.JetStream`.
+
+Client calls block on Ray, so they run in a thread pool; the event loop only queues and
+writes. Publishes that arrive together leave as one ``publish_batch`` (one in flight at a
+time, so a client's messages keep their order); acks to one consumer that arrive together
+leave as one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from rayjet.api.duration import to_rfc3339
+from rayjet.api.headers import decode_headers, encode_headers
+from rayjet.errors import APIError, ConsumerNotFoundError, NotFoundError, StreamNotFoundError
+from rayjet.gateway import jsapi
+from rayjet.gateway import protocol as P
+from rayjet.gateway.pushing import PushPump
+from rayjet.subjects import matches_any
+
+log = logging.getLogger(__name__)
+
+PUBLISH_BATCH = 2000  # messages per publish_batch call at most
+CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
+NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
+
+
+def _json(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+class _Internal:
+    """An internal subscription's owner: calls ``fn(subject, reply, hdr, payload)``."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def deliver(self, sub: Any, subject: str, reply: str | None, hdr: bytes | None,
+                payload: bytes) -> None:
+        self.fn(subject, reply, hdr, payload)
+
+
+class JetStreamBridge:
+    def __init__(self, js: Any, *, threads: int = 64) -> None:
+        self.js = js
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rayjet-gateway")
+        self.gateway: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # stream catalogue: (name, subject filters); subject -> stream name or None
+        self._streams: list[tuple[str, tuple[str, ...]]] = []
+        self._captures: dict[str, str | None] = {}
+        self._pub_queue: list[tuple[str, str | None, bytes | None, bytes]] = []
+        self._pub_wake = asyncio.Event()
+        self._queued = 0  # publishes queued so far
+        self._stored = 0  # publishes answered so far
+        self._stored_changed = asyncio.Event()
+        self._acks: dict[tuple[str, str], list] = defaultdict(list)
+        self._links: dict[tuple[str, str], Any] = {}
+        self._pumps: dict[tuple[str, str], PushPump] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+
+    # -- life ----------------------------------------------------------------------------
+    async def start(self, gateway: Any) -> None:
+        self.gateway = gateway
+        self.loop = asyncio.get_running_loop()
+        self._pub_wake = asyncio.Event()
+        self._stored_changed = asyncio.Event()
+        self._stopping = False
+        gateway.subscribe_internal("$JS.API.>", _Internal(self._on_api))
+        gateway.subscribe_internal("$JS.ACK.>", _Internal(self._on_ack))
+        await self.refresh_catalogue()
+        self._spawn(self._publisher())
+        self._spawn(self._catalogue_loop())
+        await self._resume_pumps()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for pump in list(self._pumps.values()):
+            pump.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        self._pumps.clear()
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking client call in the pool."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, partial(fn, *args, **kwargs))
+
+    # -- the stream catalogue --------------------------------------------------------------
+    async def refresh_catalogue(self) -> None:
+        try:
+            configs = await self.call(self.js.stream_configs)
+        except APIError as exc:
+            log.warning("stream catalogue not refreshed: %s", exc)
+            return
+        streams = [(c.name, tuple(c.subjects) or ((c.name,) if not (c.mirror or c.sources)
+                                                 else ())) for c in configs]
+        if streams != self._streams:
+            self._streams = streams
+            self._captures.clear()
+
+    async def _catalogue_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CATALOGUE_EVERY)
+            await self.refresh_catalogue()
+
+    def stream_for(self, subject: str) -> str | None:
+        if subject in self._captures:
+            return self._captures[subject]
+        found = None
+        for name, filters in self._streams:
+            if filters and matches_any(subject, filters):
+                found = name
+                break
+        if len(self._captures) > 100_000:
+            self._captures.clear()
+        self._captures[subject] = found
+        return found
+
+    # -- publishing ----------------------------------------------------------------------
+    def capture(self, subject: str, reply: str | None, hdr: bytes | None,
+                payload: bytes) -> bool:
+        """Queue a message for the stream that captures ``subject``; False when none does."""
+        if subject.startswith("$JS.") or self.stream_for(subject) is None:
+            return False
+        self._pub_queue.append((subject, reply, hdr, payload))
+        self._queued += 1
+        self._pub_wake.set()
+        return True
+
+    async def stored_so_far(self) -> None:
+        """Wait until every publish queued before now has its answer (a request that
+        follows publishes on one connection sees them, as with nats-server)."""
+        mark = self._queued
+        while self._stored < mark:
+            self._stored_changed.clear()
+            await self._stored_changed.wait()
+
+    async def _publisher(self) -> None:
+        while True:
+            await self._pub_wake.wait()
+            self._pub_wake.clear()
+            while self._pub_queue:
+                batch = self._pub_queue[:PUBLISH_BATCH]
+                del self._pub_queue[:PUBLISH_BATCH]
+                answers = await self._store(batch)
+                for (_, reply, _, _), answer in zip(batch, answers):
+                    if reply:
+                        self.gateway.route(reply, None, None, _json(answer))
+                self._stored += len(batch)
+                self._stored_changed.set()
+
+    async def _store(self, batch: list[tuple]) -> list[dict[str, Any]]:
+        msgs = [(s, p, decode_headers(h) if h else None) for s, _, h, p in batch]
+        try:
+            answers = await self.call(self.js.publish_batch, msgs)
+        except Exception:  # noqa: BLE001 - one bad message: answer each on its own
+            answers = []
+            for m in msgs:
+                try:
+                    answers.extend(await self.call(self.js.publish_batch, [m]))
+                except Exception as exc:  # noqa: BLE001
+                    answers.append(exc)
+        out = []
+        for a in answers:
+            if isinstance(a, BaseException):
+                out.append(jsapi.error_response(a))
+            else:
+                out.append(a.to_dict())
+        return out
+
+    # -- $JS.API ---------------------------------------------------------------------------
+    def _on_api(self, subject: str, reply: str | None, hdr: bytes | None,
+                payload: bytes) -> None:
+        if not reply:
+            return  # nobody to answer
+        tokens = subject[len(jsapi.API_PREFIX):].split(".")
+        if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            self._spawn(self._pull(tokens, reply, payload))
+        elif tokens[:2] == ["DIRECT", "GET"]:
+            self._spawn(self._direct_get(tokens, reply, payload))
+        else:
+            self._spawn(self._api(tokens, reply, payload))
+
+    async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
+        await self.stored_so_far()
+        doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        if "error" not in doc:
+            if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):
+                await self.refresh_catalogue()
+            if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
+                self._watch_push(doc)
+        self.gateway.route(reply, None, None, _json(doc))
+
+    async def _direct_get(self, tokens: list[str], reply: str, payload: bytes) -> None:
+        await self.stored_so_far()
+        try:
+            stream = tokens[2]
+            if len(tokens) > 3:  # DIRECT.GET.<stream>.<subject>: last by subject
+                body = {"last_by_subj": ".".join(tokens[3:])}
+            else:
+                body = jsapi.parse_body(payload)
+            msg = await self.call(jsapi.get_message, self.js, stream, body, direct=True)
+        except NotFoundError as exc:
+            if isinstance(exc, StreamNotFoundError):
+                hdr = P.status_header(404, "Message Not Found")
+            else:
+                hdr = P.status_header(404, "Message Not Found")
+            self.gateway.route(reply, None, hdr, b"")
+            return
+        except APIError as exc:
+            self.gateway.route(reply, None, P.status_header(exc.code, exc.description), b"")
+            return
+        headers = dict(msg.headers) if msg.hdrs else {}
+        headers.update({"Nats-Stream": msg.stream or stream, "Nats-Subject": msg.subject,
+                        "Nats-Sequence": str(msg.seq),
+                        "Nats-Time-Stamp": to_rfc3339(msg.time) or ""})
+        self.gateway.route(reply, None, encode_headers(headers), msg.data)
+
+    # -- pull requests -------------------------------------------------------------------
+    def link(self, stream: str, consumer: str) -> Any:
+        key = (stream, consumer)
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = self.js.consumer_link(stream, consumer)
+        return link
+
+    def forget_link(self, stream: str, consumer: str) -> None:
+        """Look the consumer up again next time (its leader or replicas changed)."""
+        self.forget_link(stream, consumer)
+
+    async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
+        if len(tokens) != 5:
+            return
+        stream, consumer = tokens[3], tokens[4]
+        try:
+            req = _pull_request(payload)
+        except APIError as exc:
+            self.gateway.route(reply, None, P.status_header(400, exc.description), b"")
+            return
+        await self.stored_so_far()
+        await self.serve_pull(stream, consumer, reply, req)
+
+    async def serve_pull(self, stream: str, consumer: str, reply: str,
+                         req: dict[str, Any]) -> None:
+        batch, max_bytes = req["batch"], req["max_bytes"]
+        expires, no_wait, hb = req["expires"], req["no_wait"], req["idle_heartbeat"]
+        end = time.monotonic() + expires if expires else None
+        beat = self._spawn(self._heartbeats(reply, hb)) if hb else None
+        try:
+            while True:
+                left = NO_EXPIRY_PULL if end is None else max(end - time.monotonic(), 0.001)
+                try:
+                    link = await self.call(self.link, stream, consumer)
+                    got, status = await self.call(link.pull, batch, left, max_bytes,
+                                                  no_wait, hb)
+                except ConsumerNotFoundError:
+                    self.forget_link(stream, consumer)
+                    self.gateway.route(reply, None, P.status_header(404, "Consumer Not Found"),
+                                       b"")
+                    return
+                except APIError as exc:
+                    self.forget_link(stream, consumer)
+                    self.gateway.route(reply, None, P.status_header(exc.code or 503,
+                                                                    exc.description), b"")
+                    return
+                if len(got):
+                    self.deliver(reply, got)
+                    batch -= len(got)
+                if status is not None and status.code != 100:
+                    if end is None and status.code == 408 and batch > 0 \
+                            and self.gateway.interest.has_interest(reply):
+                        continue  # no expiry: keep waiting while the requester listens
+                    extra = []
+                    if status.code in (408, 409) and (status.pending_msgs or status.pending_bytes):
+                        extra = [("Nats-Pending-Messages", str(status.pending_msgs)),
+                                 ("Nats-Pending-Bytes", str(status.pending_bytes))]
+                    self.gateway.route(reply, None, P.status_header(
+                        status.code, status.description, extra), b"")
+                    return
+                if batch <= 0 or no_wait or (end is not None and time.monotonic() >= end):
+                    return
+                if not self.gateway.interest.has_interest(reply):
+                    return
+        finally:
+            if beat is not None:
+                beat.cancel()
+
+    async def _heartbeats(self, reply: str, every: float) -> None:
+        hdr = P.status_header(100, "Idle Heartbeat")
+        while True:
+            await asyncio.sleep(every)
+            self.gateway.route(reply, None, hdr, b"")
+
+    def deliver(self, deliver_subject: str, got: Any) -> int:
+        """Send a DeliveryBatch to ``deliver_subject``'s subscribers (their subject is each
+        message's own; the reply is its ``$JS.ACK`` subject). How many subscribers."""
+        receivers = self.gateway.interest.receivers(deliver_subject)
+        if not receivers:
+            return 0
+        lists = got.lists()
+        for i in range(len(got)):
+            subject, hdr, data = got.message(i)
+            reply = got.reply(i)
+            for sub in receivers:
+                sub.owner.deliver(sub, subject, reply, hdr or None, data)
+        del lists
+        return len(receivers)
+
+    # -- push consumers ------------------------------------------------------------------
+    def _watch_push(self, info: dict[str, Any]) -> None:
+        cfg = info.get("config") or {}
+        if not cfg.get("deliver_subject"):
+            return
+        key = (info["stream_name"], info["name"])
+        pump = self._pumps.get(key)
+        if pump is not None and not pump.done:
+            pump.config = cfg
+            return
+        pump = PushPump(self, key[0], key[1], cfg)
+        self._pumps[key] = pump
+        pump.task = self._spawn(pump.run())
+
+    def pump_ended(self, pump: PushPump) -> None:
+        if self._pumps.get((pump.stream, pump.consumer)) is pump:
+            del self._pumps[(pump.stream, pump.consumer)]
+        self.forget_link(pump.stream, pump.consumer)
+
+    async def _resume_pumps(self) -> None:
+        """Push consumers made before this gateway started get their pumps."""
+        try:
+            infos = await self.call(_push_consumers, self.js)
+        except APIError as exc:
+            log.warning("push consumers not resumed: %s", exc)
+            return
+        for info in infos:
+            self._watch_push(info)
+
+    # -- $JS.ACK ---------------------------------------------------------------------------
+    def _on_ack(self, subject: str, reply: str | None, hdr: bytes | None,
+                payload: bytes) -> None:
+        toks = subject.split(".")
+        if len(toks) == 9:
+            stream, consumer, sseq = toks[2], toks[3], toks[5]
+        elif len(toks) >= 11:  # the form with domain and account hash
+            stream, consumer, sseq = toks[4], toks[5], toks[7]
+        else:
+            return
+        if not sseq.isdigit():
+            return
+        answer = _answer(payload, int(sseq))
+        if answer is None:
+            return
+        key = (stream, consumer)
+        queue = self._acks[key]
+        queue.append((answer, reply))
+        if len(queue) == 1:
+            self._spawn(self._send_acks(key))
+
+    async def _send_acks(self, key: tuple[str, str]) -> None:
+        await asyncio.sleep(0)  # gather the acks that arrived in the same read
+        items = self._acks.pop(key, [])
+        if not items:
+            return
+        acks = [a for a, _ in items]
+        replies = [r for _, r in items if r]
+        nexts = [(a, r) for a, r in items if a[0] == "ack" and a[2] == "next"]
+        answers = [(k, s, (None if arg == "next" else arg)) for k, s, arg in acks]
+        try:
+            link = await self.call(self.link, *key)
+            await self.call(link.answer, answers, (), bool(replies))
+        except APIError as exc:
+            self.forget_link(*key)
+            log.debug("acks to %s lost with %s", key, exc)
+            return
+        for (_, _, arg), reply in items:
+            if reply and arg != "next":
+                self.gateway.route(reply, None, None, b"")
+        for (_, _, _), reply in nexts:
+            if reply:
+                self._spawn(self.serve_pull(key[0], key[1], reply, _pull_request(b"")))
+
+
+def _answer(payload: bytes, sseq: int) -> tuple[str, int, Any] | None:
+    """An ack payload as (kind, stream seq, arg); None when it is not one."""
+    body = payload.strip()
+    if body in (b"", b"+ACK"):
+        return ("ack", sseq, None)
+    if body.startswith(b"+NXT"):
+        return ("ack", sseq, "next")
+    if body.startswith(b"-NAK"):
+        delay = None
+        rest = body[4:].strip()
+        if rest:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                delay = json.loads(rest).get("delay", 0) / 1e9 or None
+        return ("nak", sseq, delay)
+    if body == b"+WPI":
+        return ("progress", sseq, None)
+    if body.startswith(b"+TERM"):
+        return ("term", sseq, body[5:].strip().decode(errors="replace"))
+    return None
+
+
+def _pull_request(payload: bytes) -> dict[str, Any]:
+    body = payload.strip()
+    req: dict[str, Any] = {"batch": 1, "expires": 0.0, "no_wait": False, "max_bytes": 0,
+                           "idle_heartbeat": 0.0}
+    if not body:
+        return req
+    if body.isdigit():
+        req["batch"] = int(body)
+        return req
+    doc = jsapi.parse_body(body)
+    batch = doc.get("batch", 1)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise APIError("Bad Request - batch must be positive", code=400, err_code=10003)
+    req["batch"] = batch
+    req["expires"] = max(int(doc.get("expires") or 0), 0) / 1e9
+    req["no_wait"] = bool(doc.get("no_wait"))
+    req["max_bytes"] = max(int(doc.get("max_bytes") or 0), 0)
+    req["idle_heartbeat"] = max(int(doc.get("idle_heartbeat") or 0), 0) / 1e9
+    return req
+
+
+def _push_consumers(js: Any) -> list[dict[str, Any]]:
+    out = []
+    for name in js.stream_names():
+        try:
+            for info in js.consumers_info(name):
+                if info.config.deliver_subject:
+                    out.append(info.to_dict())
+        except (StreamNotFoundError, ConsumerNotFoundError):
+            continue
+    return out
+
+

@@ -1,0 +1,336 @@
+"""``$JS.API.*`` requests answered with nats-server's JSON: requests in, response dicts out.
+
+Each handler runs in a worker thread (it makes blocking client calls) and returns the
+response document; errors become ``{"error": {"code", "err_code", "description"}}``.
+Pull requests (``CONSUMER.MSG.NEXT``) and direct gets answer with messages rather than
+JSON, so :mod:`rayjet.gateway.jetstream` serves them itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from rayjet.api import ConsumerConfig, StreamConfig
+from rayjet.api.duration import as_datetime, to_rfc3339
+from rayjet.errors import APIError, ConsumerNotFoundError, error_for
+
+API_PREFIX = "$JS.API."
+NAMES_LIMIT = 1024  # nats-server's JSApiNamesLimit
+LIST_LIMIT = 256  # JSApiListLimit
+TYPE = "io.nats.jetstream.api.v1."
+
+Handler = Callable[[Any, list[str], dict[str, Any]], dict[str, Any]]
+
+
+def parse_body(payload: bytes) -> dict[str, Any]:
+    if not payload.strip():
+        return {}
+    try:
+        body = json.loads(payload)
+    except ValueError as exc:
+        raise error_for("INVALID_JSON", err=str(exc)) from None
+    if not isinstance(body, dict):
+        raise error_for("INVALID_JSON", err="the request must be a JSON object")
+    return body
+
+
+def error_response(err: BaseException, kind: str = "") -> dict[str, Any]:
+    if isinstance(err, APIError):
+        wire = err.to_wire()
+    else:
+        wire = {"code": 500, "err_code": 10000, "description": str(err) or type(err).__name__}
+    out: dict[str, Any] = {"error": wire}
+    if kind:
+        out = {"type": TYPE + kind, **out}
+    return out
+
+
+def _name(tokens: list[str], i: int, what: str) -> str:
+    if len(tokens) <= i or not tokens[i]:
+        raise error_for("BAD_REQUEST", err=f"the subject names no {what}")
+    return tokens[i]
+
+
+def _offset(body: dict[str, Any]) -> int:
+    offset = body.get("offset", 0)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise error_for("BAD_REQUEST", err=f"offset must be a non-negative int, not {offset!r}")
+    return offset
+
+
+def _paged(items: list, offset: int, limit: int, key: str) -> dict[str, Any]:
+    return {"total": len(items), "offset": offset, "limit": limit,
+            key: items[offset:offset + limit]}
+
+
+# -- account --------------------------------------------------------------------------------
+def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    memory = storage = consumers = 0
+    infos = js.streams_info()
+    for info in infos:
+        if info.config.storage.value == "memory":
+            memory += info.state.bytes
+        else:
+            storage += info.state.bytes
+        consumers += info.state.consumer_count
+    return {"memory": memory, "storage": storage, "reserved_memory": 0,
+            "reserved_storage": 0, "streams": len(infos), "consumers": consumers,
+            "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1,
+                       "max_consumers": -1, "max_ack_pending": -1,
+                       "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+                       "max_bytes_required": False},
+            "api": {"level": 1, "total": 0, "errors": 0}}
+
+
+# -- streams --------------------------------------------------------------------------------
+def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
+    name = _name(tokens, 2, "stream")
+    given = body.get("name")
+    if given and given != name:
+        raise APIError("stream name in subject does not match request", code=400,
+                       err_code=10056)
+    return StreamConfig.from_dict({**body, "name": name})
+
+
+def stream_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    return js.add_stream(_stream_config(tokens, body)).to_dict()
+
+
+def stream_update(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    return js.update_stream(_stream_config(tokens, body)).to_dict()
+
+
+def stream_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    info = js.stream_info(_name(tokens, 2, "stream"), body.get("subjects_filter"),
+                          bool(body.get("deleted_details")))
+    out = info.to_dict()
+    subjects = out.get("state", {}).get("subjects")
+    if subjects and len(subjects) > 100_000:  # nats-server pages subject counts
+        offset = _offset(body)
+        keys = sorted(subjects)[offset:offset + 100_000]
+        out["state"]["subjects"] = {k: subjects[k] for k in keys}
+        out.update(total=len(subjects), offset=offset, limit=100_000)
+    return out
+
+
+def stream_delete(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    js.delete_stream(_name(tokens, 2, "stream"))
+    return {"success": True}
+
+
+def stream_purge(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    seq, keep = body.get("seq"), body.get("keep")
+    purged = js.purge_stream(_name(tokens, 2, "stream"), body.get("filter") or None,
+                             seq or None, keep or None)
+    return {"success": True, "purged": purged}
+
+
+def stream_names(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    names = sorted(js.stream_names(body.get("subject") or None))
+    return _paged(names, _offset(body), NAMES_LIMIT, "streams")
+
+
+def stream_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    names = sorted(js.stream_names(body.get("subject") or None))
+    offset = _offset(body)
+    page = names[offset:offset + LIST_LIMIT]
+    infos, missing = [], []
+    for name in page:
+        try:
+            infos.append(js.stream_info(name).to_dict())
+        except APIError:
+            missing.append(name)
+    out = {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
+    if missing:
+        out["missing"] = missing
+    return out
+
+
+def stream_msg_get(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    raw = get_message(js, _name(tokens, 3, "stream"), body, direct=False)
+    msg = {"subject": raw.subject, "seq": raw.seq,
+           "data": raw.to_dict().get("data", ""),
+           "time": to_rfc3339(raw.time) if raw.time else None}
+    if raw.hdrs:
+        msg["hdrs"] = raw.to_dict()["hdrs"]
+    return {"message": msg}
+
+
+def get_message(js: Any, stream: str, body: dict[str, Any], *, direct: bool) -> Any:
+    seq = body.get("seq")
+    last = body.get("last_by_subj")
+    nxt = body.get("next_by_subj")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise error_for("BAD_REQUEST", err=f"seq must be a sequence number, not {seq!r}")
+    if nxt:
+        return js.get_msg(stream, seq or 1, next_by_subject=nxt, direct=direct)
+    if last:
+        return js.get_msg(stream, last_by_subject=last, direct=direct)
+    if not seq:
+        raise error_for("BAD_REQUEST", err="give seq, last_by_subj or next_by_subj")
+    return js.get_msg(stream, seq, direct=direct)
+
+
+def stream_msg_delete(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    seq = body.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise error_for("BAD_REQUEST", err=f"seq must be a sequence number, not {seq!r}")
+    js.delete_msg(_name(tokens, 3, "stream"), seq, erase=not body.get("no_erase", False))
+    return {"success": True}
+
+
+# -- consumers ------------------------------------------------------------------------------
+def _exists(js: Any, stream: str, name: str) -> bool:
+    try:
+        js.consumer_info(stream, name)
+        return True
+    except ConsumerNotFoundError:
+        return False
+
+
+def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """CONSUMER.CREATE.<stream>[.<name>[.<filter>]] and CONSUMER.DURABLE.CREATE.<stream>.<name>."""
+    durable_form = tokens[1] == "DURABLE"
+    base = 3 if durable_form else 2
+    stream = _name(tokens, base, "stream")
+    if body.get("stream_name") and body["stream_name"] != stream:
+        raise APIError("stream name in subject does not match request", code=400,
+                       err_code=10056)
+    raw = body.get("config")
+    if not isinstance(raw, dict):
+        raise error_for("BAD_REQUEST", err="the request needs a consumer config")
+    cfg = ConsumerConfig.from_dict(raw)
+    name = tokens[base + 1] if len(tokens) > base + 1 else None
+    if name:
+        given = cfg.durable_name or cfg.name
+        if given and given != name:
+            raise APIError("consumer name in subject does not match durable name in request",
+                           code=400, err_code=10093)
+        if durable_form or cfg.durable_name:
+            cfg = ConsumerConfig.from_dict({**raw, "durable_name": name})
+        else:
+            cfg = ConsumerConfig.from_dict({**raw, "name": name})
+    if len(tokens) > base + 2:
+        subject_filter = ".".join(tokens[base + 2:])
+        if cfg.filter_subject and cfg.filter_subject != subject_filter:
+            raise APIError("consumer create request did not match filtered subject from "
+                           "create subject", code=400, err_code=10131)
+    action = body.get("action", "")
+    named = cfg.durable_name or cfg.name
+    if action == "create" and named and _exists(js, stream, named):
+        current = js.consumer_info(stream, named).config.to_dict()
+        asked = cfg.to_dict()
+        if any(current.get(k) != v for k, v in asked.items()):
+            raise error_for("CONSUMER_ALREADY_EXISTS")
+    if action == "update":
+        if not named or not _exists(js, stream, named):
+            raise error_for("CONSUMER_DOES_NOT_EXIST")
+        return js.update_consumer(stream, cfg).to_dict()
+    return js.add_consumer(stream, cfg).to_dict()
+
+
+def consumer_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    return js.consumer_info(_name(tokens, 2, "stream"), _name(tokens, 3, "consumer")).to_dict()
+
+
+def consumer_delete(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    stream, name = _name(tokens, 2, "stream"), _name(tokens, 3, "consumer")
+    js.stream_info(stream)  # a missing stream is "stream not found", not consumer
+    if not js.delete_consumer(stream, name):
+        raise error_for("CONSUMER_NOT_FOUND")
+    return {"success": True}
+
+
+def consumer_names(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    stream = _name(tokens, 2, "stream")
+    js.stream_info(stream)
+    return _paged(js.consumer_names(stream), _offset(body), NAMES_LIMIT, "consumers")
+
+
+def consumer_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    stream = _name(tokens, 2, "stream")
+    js.stream_info(stream)
+    names = js.consumer_names(stream)
+    offset = _offset(body)
+    infos = []
+    for name in names[offset:offset + LIST_LIMIT]:
+        try:
+            infos.append(js.consumer_info(stream, name).to_dict())
+        except ConsumerNotFoundError:
+            continue  # deleted meanwhile
+    return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
+
+
+def consumer_pause(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    stream, name = _name(tokens, 2, "stream"), _name(tokens, 3, "consumer")
+    until = body.get("pause_until")
+    when = as_datetime(until, field="pause_until") if until else None
+    info = js.pause_consumer(stream, name, when)
+    out: dict[str, Any] = {"paused": bool(info.paused)}
+    if info.paused and info.config.pause_until is not None:
+        out["pause_until"] = to_rfc3339(info.config.pause_until)
+        remaining = (info.config.pause_until - datetime.now(UTC)).total_seconds()
+        out["pause_remaining"] = max(int(remaining * 1e9), 0)
+    else:
+        out["pause_until"] = to_rfc3339(datetime.fromtimestamp(0, UTC))
+    return out
+
+
+def consumer_unpin(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    stream, name = _name(tokens, 2, "stream"), _name(tokens, 3, "consumer")
+    js.unpin_consumer(stream, name, body.get("group", ""))
+    return {}
+
+
+# (API tokens after $JS.API) -> (handler, response type)
+ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
+    ("INFO",): (account_info, "account_info_response"),
+    ("STREAM", "CREATE"): (stream_create, "stream_create_response"),
+    ("STREAM", "UPDATE"): (stream_update, "stream_update_response"),
+    ("STREAM", "INFO"): (stream_info, "stream_info_response"),
+    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response"),
+    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response"),
+    ("STREAM", "NAMES"): (stream_names, "stream_names_response"),
+    ("STREAM", "LIST"): (stream_list, "stream_list_response"),
+    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response"),
+    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response"),
+    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response"),
+    ("CONSUMER", "DURABLE", "CREATE"): (consumer_create, "consumer_create_response"),
+    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response"),
+    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response"),
+    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response"),
+    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response"),
+    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response"),
+    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response"),
+}
+
+
+def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
+    """The handler for API ``tokens`` (the subject after ``$JS.API.``), longest prefix
+    first."""
+    for n in (3, 2, 1):
+        if len(tokens) < n:
+            continue
+        hit = ROUTES.get(tuple(tokens[:n]))
+        if hit is not None:
+            if hit[0] in (stream_names, stream_list, account_info) and len(tokens) != n:
+                return None
+            return hit
+    return None
+
+
+def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any]:
+    """The response document of one API request (``tokens`` after ``$JS.API.``)."""
+    hit = route_for(tokens)
+    if hit is None:
+        return error_response(APIError(f"unknown JetStream API request "
+                                       f"$JS.API.{'.'.join(tokens)}", code=400,
+                                       err_code=10003))
+    handler, kind = hit
+    try:
+        return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}
+    except Exception as exc:  # noqa: BLE001 - every failure is an API error response
+        return error_response(exc, kind)

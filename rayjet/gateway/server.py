@@ -1,0 +1,341 @@
+"""The gateway's asyncio server: connections, core NATS routing, and the hand-off of
+JetStream subjects to :class:`rayjet.gateway.jetstream.JetStreamBridge`.
+
+Everything here runs on one event loop and never waits on Ray: the bridge runs client
+calls in a thread pool. Frames for a connection are gathered and written once per loop
+turn, so a batch of deliveries leaves in one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from rayjet.gateway import protocol as P
+from rayjet.gateway.interest import Interest, Subscription
+
+log = logging.getLogger(__name__)
+
+# the nats-server release whose JetStream behaviour rayjet follows (clients gate features
+# on the version INFO reports)
+SERVER_VERSION = "2.15.1"
+SLOW_CONSUMER_BYTES = 64 * 1024 * 1024  # a client this far behind is cut off
+NO_RESPONDERS = P.status_header(503)
+
+
+@dataclass
+class GatewayOptions:
+    host: str = "127.0.0.1"
+    port: int = 4222
+    token: str | None = None
+    user: str | None = None
+    password: str | None = None
+    tls: ssl.SSLContext | None = None
+    max_payload: int = P.DEFAULT_MAX_PAYLOAD
+    server_name: str = "rayjet"
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.token or self.user)
+
+
+class Connection:
+    """One client connection: parses what it sends, writes what it is sent."""
+
+    def __init__(self, gateway: Gateway, cid: int, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.gateway = gateway
+        self.cid = cid
+        self.reader = reader
+        self.writer = writer
+        self.parser = P.Parser(gateway.options.max_payload)
+        self.subs: dict[str, Subscription] = {}
+        self.verbose = False
+        self.headers = False
+        self.no_responders = False
+        self.echo = True
+        self.connected = False  # CONNECT accepted
+        self.closed = False
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._pings_out = 0
+
+    # -- output --------------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.closed or not self._out:
+            return
+        data = b"".join(self._out)
+        self._out.clear()
+        self.writer.write(data)
+        if self.writer.transport.get_write_buffer_size() > SLOW_CONSUMER_BYTES:
+            log.warning("client %d is a slow consumer: closing it", self.cid)
+            self.gateway.loop.create_task(self.close())
+
+    def backlog(self) -> int:
+        """Bytes written to this client and not yet taken by the socket."""
+        if self.closed:
+            return 0
+        return self.writer.transport.get_write_buffer_size() + sum(map(len, self._out))
+
+    def deliver(self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None,
+                payload: bytes) -> None:
+        if hdr and not self.headers:
+            return  # a client without headers support cannot read HMSG
+        self.send(P.frame(subject, sub.sid, reply, hdr, payload))
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self._drop_sub(sub.sid)
+
+    # -- input ---------------------------------------------------------------------------
+    async def serve(self) -> None:
+        opts = self.gateway.options
+        self.send(P.info(self.gateway.info_fields(self)))
+        ping_task = self.gateway.loop.create_task(self._pinger())
+        try:
+            while not self.closed:
+                try:
+                    data = await self.reader.read(256 * 1024)
+                except (ConnectionError, OSError, ssl.SSLError):
+                    break
+                if not data:
+                    break
+                self._pings_out = 0
+                try:
+                    ops = self.parser.feed(data)
+                except P.ProtocolError as exc:
+                    self._handle_all(exc.ops)
+                    self.send(P.err(exc.text))
+                    break
+                if not self._handle_all(ops):
+                    break
+                if self.backlog() > opts.max_payload * 4:
+                    await self._drain()
+        finally:
+            ping_task.cancel()
+            await self.close()
+
+    def _handle_all(self, ops: list[tuple]) -> bool:
+        for op in ops:
+            if not self._handle(op):
+                return False
+        return True
+
+    def _handle(self, op: tuple) -> bool:
+        kind = op[0]
+        if not self.connected and kind != P.CONNECT and self.gateway.options.auth_required:
+            self.send(P.err(P.AUTH_VIOLATION))
+            return False
+        if kind == P.PUB:
+            _, subject, reply, hdr, payload = op
+            if not P.valid_subject(subject, wildcards=False) or (
+                    reply is not None and not P.valid_subject(reply, wildcards=False)):
+                self.send(P.err(P.INVALID_PUBLISH_SUBJECT))
+                return True
+            if hdr is not None and not self.headers:
+                self.send(P.err(P.UNKNOWN_OP))
+                return False
+            if self.verbose:
+                self.send(P.OK)
+            self.gateway.publish(subject, reply, hdr, payload, origin=self)
+        elif kind == P.SUB:
+            _, subject, queue, sid = op
+            if not P.valid_subject(subject, wildcards=True) or (
+                    queue is not None and not P.valid_subject(queue, wildcards=False)):
+                self.send(P.err(P.INVALID_SUBJECT))
+                return True
+            if sid in self.subs:
+                self._drop_sub(sid)
+            sub = Subscription(self, sid, subject, queue)
+            self.subs[sid] = sub
+            self.gateway.interest.add(sub)
+            if self.verbose:
+                self.send(P.OK)
+        elif kind == P.UNSUB:
+            _, sid, max_msgs = op
+            sub = self.subs.get(sid)
+            if sub is not None:
+                if max_msgs and sub.delivered < max_msgs:
+                    sub.max_msgs = max_msgs
+                else:
+                    self._drop_sub(sid)
+            if self.verbose:
+                self.send(P.OK)
+        elif kind == P.PING_OP:
+            self.send(P.PONG)
+        elif kind == P.PONG_OP:
+            self._pings_out = 0
+        elif kind == P.CONNECT:
+            return self._connect(op[1])
+        return True
+
+    def _connect(self, options: dict[str, Any]) -> bool:
+        opts = self.gateway.options
+        if opts.token and options.get("auth_token") != opts.token:
+            self.send(P.err(P.AUTH_VIOLATION))
+            return False
+        if opts.user and (options.get("user") != opts.user
+                          or options.get("pass") != opts.password):
+            self.send(P.err(P.AUTH_VIOLATION))
+            return False
+        self.verbose = bool(options.get("verbose"))
+        self.headers = bool(options.get("headers"))
+        self.no_responders = bool(options.get("no_responders")) and self.headers
+        self.echo = options.get("echo", True) is not False
+        self.connected = True
+        if self.verbose:
+            self.send(P.OK)
+        return True
+
+    def _drop_sub(self, sid: str) -> None:
+        sub = self.subs.pop(sid, None)
+        if sub is not None:
+            self.gateway.interest.remove(sub)
+
+    async def _drain(self) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            self._flush()
+            await self.writer.drain()
+
+    async def _pinger(self) -> None:
+        opts = self.gateway.options
+        while not self.closed:
+            await asyncio.sleep(opts.ping_interval)
+            if self._pings_out >= opts.max_pings_out:
+                self.send(P.err("Stale Connection"))
+                await self.close()
+                return
+            self._pings_out += 1
+            self.send(P.PING)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        for sid in list(self.subs):
+            self._drop_sub(sid)
+        self.gateway.connections.discard(self)
+        with contextlib.suppress(Exception):
+            self.writer.close()
+            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+
+
+class Gateway:
+    """A NATS protocol server in front of a rayjet connection.
+
+    ``bridge`` serves JetStream: it is told of every publish (``capture``) and answers the
+    ``$JS.API`` and ``$JS.ACK`` subjects through internal subscriptions."""
+
+    def __init__(self, options: GatewayOptions | None = None, bridge: Any = None) -> None:
+        self.options = options or GatewayOptions()
+        self.interest = Interest()
+        self.connections: set[Connection] = set()
+        self.server_id = "RJ" + secrets.token_hex(10).upper()
+        self.bridge = bridge
+        self._ids = itertools.count(1)
+        self._server: asyncio.base_events.Server | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def info_fields(self, conn: Connection | None = None) -> dict[str, Any]:
+        opts = self.options
+        fields = {
+            "server_id": self.server_id, "server_name": opts.server_name,
+            "version": SERVER_VERSION, "proto": 1, "go": "rayjet",
+            "host": opts.host, "port": self.port, "headers": True,
+            "max_payload": opts.max_payload, "jetstream": self.bridge is not None,
+        }
+        if conn is not None:
+            fields["client_id"] = conn.cid
+            fields["client_ip"] = "127.0.0.1"
+        if opts.auth_required:
+            fields["auth_required"] = True
+        if opts.tls is not None:
+            fields["tls_required"] = True
+            fields["tls_available"] = True
+        return fields
+
+    @property
+    def port(self) -> int:
+        if self._server is not None and self._server.sockets:
+            return self._server.sockets[0].getsockname()[1]
+        return self.options.port
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        if self.bridge is not None:
+            await self.bridge.start(self)
+        self._server = await asyncio.start_server(
+            self._accept, self.options.host, self.options.port, ssl=self.options.tls,
+            reuse_address=True, limit=P.MAX_CONTROL_LINE * 4)
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection (clients see the server go away)."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+        for conn in list(self.connections):
+            await conn.close()
+        if self.bridge is not None:
+            await self.bridge.stop()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                import socket
+
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self, next(self._ids), reader, writer)
+        self.connections.add(conn)
+        await conn.serve()
+
+    # -- routing -------------------------------------------------------------------------
+    def publish(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
+                origin: Connection | None = None) -> None:
+        """A message published by a client (or by the gateway itself): to every matching
+        subscription, to the stream that captures it, and a no-responders status back
+        when a request reached nobody."""
+        delivered = self.route(subject, reply, hdr, payload, origin)
+        captured = self.bridge is not None and self.bridge.capture(subject, reply, hdr,
+                                                                    payload)
+        if (not delivered and not captured and reply and origin is not None
+                and origin.no_responders):
+            self.route(reply, None, NO_RESPONDERS, b"")
+
+    def route(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
+              origin: Connection | None = None) -> int:
+        """Hand a message to the subscriptions that want it; how many took it."""
+        n = 0
+        for sub in self.interest.receivers(subject):
+            owner = sub.owner
+            if owner is origin and origin is not None and not origin.echo:
+                continue
+            owner.deliver(sub, subject, reply, hdr, payload)
+            n += 1
+        return n
+
+    def subscribe_internal(self, subject: str, handler: Any) -> Subscription:
+        """An internal subscription: ``handler.deliver(sub, subject, reply, hdr, payload)``
+        is called for each message."""
+        sub = Subscription(handler, f"internal-{next(self._ids)}", subject)
+        self.interest.add(sub)
+        return sub

@@ -1,0 +1,99 @@
+"""The harness nats.py's own JetStream tests run against: it stands in for their
+``tests/utils.py`` (which the nats-py sdist does not ship) and starts a rayjet gateway where
+theirs starts ``nats-server -p 4222 -js -sd DIR``.
+
+One rayjet (a local Ray, started once) serves the whole run; each test case gets an empty
+JetStream (every stream of the previous test is deleted) and a gateway listening on
+127.0.0.1:4222. ``server_pool[0].stop()`` / ``.start()`` take the gateway down and bring it
+back as a server restart would: clients are disconnected, the streams stay.
+
+``scripts``: copied to ``tests/utils.py`` of the unpacked sdist by tests/natspy/run.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import unittest
+
+__all__ = ["SingleJetStreamServerTestCase", "SingleJetStreamServerLimitsTestCase",
+           "async_test", "async_long_test", "NATSD"]
+
+_JS = None
+
+
+def _rayjet():
+    global _JS
+    if _JS is None:
+        import rayjet
+
+        data_dir = tempfile.mkdtemp(prefix="rayjet-natspy-")
+        _JS = rayjet.connect(data_dir=data_dir, num_cpus=int(os.environ.get("NATSPY_CPUS", "2")),
+                             hosting="shared")
+    return _JS
+
+
+def _empty(js) -> None:
+    for name in js.stream_names():
+        js.delete_stream(name)
+
+
+class NATSD:
+    """A rayjet gateway in this process, in nats.py's NATSD shape."""
+
+    def __init__(self, port: int = 4222, with_jetstream: bool = True, config_file=None,
+                 **_ignored) -> None:
+        self.port = port
+        self.with_jetstream = with_jetstream
+        self.config_file = config_file
+        self.thread = None
+        self._fresh = True
+
+    def start(self):
+        from rayjet.gateway import GatewayOptions, GatewayThread
+
+        js = _rayjet()
+        if self._fresh:
+            _empty(js)
+            self._fresh = False
+        self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port))
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.thread.stop()
+            self.thread = None
+
+
+class SingleJetStreamServerTestCase(unittest.TestCase):
+    def setUp(self):
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        server = NATSD(port=4222, with_jetstream=True)
+        self.server_pool.append(server)
+        server.start()
+
+    def tearDown(self):
+        for natsd in self.server_pool:
+            natsd.stop()
+        self.loop.close()
+
+
+class SingleJetStreamServerLimitsTestCase(SingleJetStreamServerTestCase):
+    """nats.py runs these with js-limits.conf (a JetStream domain and account limits);
+    the gateway has neither, so what needs them fails and is reported as such."""
+
+
+def async_test(test_case_fun, timeout=5):
+    def wrapper(test_case, *args, **kw):
+        asyncio.set_event_loop(test_case.loop)
+        return asyncio.run(asyncio.wait_for(test_case_fun(test_case, *args, **kw), timeout))
+
+    wrapper.__name__ = test_case_fun.__name__
+    return wrapper
+
+
+def async_long_test(test_case_fun, timeout=20):
+    return async_test(test_case_fun, timeout)
