@@ -440,7 +440,7 @@ class ConsumerReplica:
             if isinstance(d, DeliveryRun):  # never paced
                 fetch.messages.append(d)
                 fetch.count += len(d)
-            elif d.due_ns > now and fetch.eager:
+            elif d.due_ns > now and fetch.eager and self.engine.config.is_push:
                 # push: paced messages wait here and go out with the poll due at their time
                 heapq.heappush(self._held, (d.due_ns, d.stream_seq, d))
             elif d.due_ns > now:
@@ -576,13 +576,15 @@ class ConsumerReplica:
                     no_wait: bool = False, heartbeat: float = 0.0, group: str = "",
                     min_pending: int = 0, min_ack_pending: int = 0, pin_id: str = "",
                     priority: int = 0, acks: list | None = None,
-                    ranges: Any = ()) -> dict[str, Any]:
+                    ranges: Any = (), eager: bool = False) -> dict[str, Any]:
         """Pull up to ``batch`` messages, waiting up to ``expires`` seconds for the first.
         Returns ``batch`` (a DeliveryBatch of the messages) and the ``status`` that ended
         the request, if any. ``group`` and the rest are the pull's priority-group fields
         (see PullRequest). ``acks`` and ``ranges`` (as :meth:`ack` takes them) are the
         client's answers sent along: applied first (they may make room under
-        max_ack_pending), in the same raft entry as the delivery decision."""
+        max_ack_pending), in the same raft entry as the delivery decision. ``eager``: answer
+        as soon as some messages are out (a protocol server streams them to the requester
+        and asks again for the rest) rather than when the batch is full or the pull ends."""
         self._require_leader()
         self._timer_wake.set()
         reply = uuid.uuid4().hex
@@ -601,6 +603,7 @@ class ConsumerReplica:
                     self._commit(ops)
                 await self._push(fetch, reply, max_bytes, expires)
             else:
+                fetch.eager = eager
                 await self._read_ahead(fetch.batch)
                 self._require_leader()
                 self._serve_window(lambda: self._answer_then_request(req, acks or [], ranges))

@@ -286,9 +286,10 @@ class ConsumerLink:
 
     def pull(self, batch: int, expires: float, max_bytes: int = 0, no_wait: bool = False,
              heartbeat: float = 0.0, **priority: Any) -> tuple[DeliveryBatch, Any]:
-        """One pull request: (DeliveryBatch, RequestStatus or None)."""
+        """One pull request: (DeliveryBatch, RequestStatus or None). It answers as soon as
+        some messages are out (the status is then None): ask again for the rest."""
         out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                               timeout=expires + self.timeout, **priority)
+                               timeout=expires + self.timeout, eager=True, **priority)
         return out["batch"], out["status"]
 
     def answer(self, acks: list[tuple[str, int, Any]], ranges: Any = (), sync: bool = False

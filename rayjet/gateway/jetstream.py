@@ -19,8 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
+
 from rayjet.api.duration import to_rfc3339
-from rayjet.api.headers import decode_headers, encode_headers
+from rayjet.api.headers import encode_headers
 from rayjet.errors import APIError, ConsumerNotFoundError, NotFoundError, StreamNotFoundError
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
@@ -170,23 +172,24 @@ class JetStreamBridge:
                 self._stored_changed.set()
 
     async def _store(self, batch: list[tuple]) -> list[dict[str, Any]]:
-        msgs = [(s, p, decode_headers(h) if h else None) for s, _, h, p in batch]
+        """Store a run of publishes; the PubAck (or error) document of each. Header blocks
+        are stored as the client sent them (a NATS client reads them back byte for byte)."""
+        columns = {"subject": pa.array([m[0] for m in batch], pa.string()),
+                   "data": pa.array([m[3] for m in batch], pa.binary())}
+        if any(m[2] for m in batch):
+            columns["headers"] = pa.array([m[2] or None for m in batch], pa.binary())
+        table = pa.table(columns)
         try:
-            answers = await self.call(self.js.publish_batch, msgs)
-        except Exception:  # noqa: BLE001 - one bad message: answer each on its own
+            answers = list(await self.call(self.js.publish_batch, table))
+        except Exception:  # noqa: BLE001 - refused as a whole: answer each on its own
             answers = []
-            for m in msgs:
+            for i in range(len(batch)):
                 try:
-                    answers.extend(await self.call(self.js.publish_batch, [m]))
+                    answers.extend(await self.call(self.js.publish_batch, table.slice(i, 1)))
                 except Exception as exc:  # noqa: BLE001
                     answers.append(exc)
-        out = []
-        for a in answers:
-            if isinstance(a, BaseException):
-                out.append(jsapi.error_response(a))
-            else:
-                out.append(a.to_dict())
-        return out
+        return [jsapi.error_response(a) if isinstance(a, BaseException) else a.to_dict()
+                for a in answers]
 
     # -- $JS.API ---------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str | None, hdr: bytes | None,
@@ -265,7 +268,8 @@ class JetStreamBridge:
         batch, max_bytes = req["batch"], req["max_bytes"]
         expires, no_wait, hb = req["expires"], req["no_wait"], req["idle_heartbeat"]
         end = time.monotonic() + expires if expires else None
-        beat = self._spawn(self._heartbeats(reply, hb)) if hb else None
+        active = [time.monotonic()]  # when the requester last heard from us
+        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb else None
         try:
             while True:
                 left = NO_EXPIRY_PULL if end is None else max(end - time.monotonic(), 0.001)
@@ -285,6 +289,7 @@ class JetStreamBridge:
                     return
                 if len(got):
                     self.deliver(reply, got)
+                    active[0] = time.monotonic()
                     batch -= len(got)
                 if status is not None and status.code != 100:
                     if end is None and status.code == 408 and batch > 0 \
@@ -305,11 +310,15 @@ class JetStreamBridge:
             if beat is not None:
                 beat.cancel()
 
-    async def _heartbeats(self, reply: str, every: float) -> None:
+    async def _heartbeats(self, reply: str, every: float, active: list[float]) -> None:
+        """``100 Idle Heartbeat`` to a waiting pull whenever nothing went to it for
+        ``every`` seconds."""
         hdr = P.status_header(100, "Idle Heartbeat")
         while True:
-            await asyncio.sleep(every)
-            self.gateway.route(reply, None, hdr, b"")
+            await asyncio.sleep(max(active[0] + every - time.monotonic(), 0.001))
+            if time.monotonic() - active[0] >= every:
+                active[0] = time.monotonic()
+                self.gateway.route(reply, None, hdr, b"")
 
     def deliver(self, deliver_subject: str, got: Any) -> int:
         """Send a DeliveryBatch to ``deliver_subject``'s subscribers (their subject is each

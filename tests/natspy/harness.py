@@ -7,7 +7,7 @@ JetStream (every stream of the previous test is deleted) and a gateway listening
 127.0.0.1:4222. ``server_pool[0].stop()`` / ``.start()`` take the gateway down and bring it
 back as a server restart would: clients are disconnected, the streams stay.
 
-``scripts``: copied to ``tests/utils.py`` of the unpacked sdist by tests/natspy/run.py.
+tests/natspy/run.py copies this file to ``tests/utils.py`` of the unpacked sdist.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import os
 import tempfile
 import unittest
+import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
 
 __all__ = ["SingleJetStreamServerTestCase", "SingleJetStreamServerLimitsTestCase",
            "async_test", "async_long_test", "NATSD"]

@@ -1,0 +1,122 @@
+"""Run nats.py's own JetStream tests (``tests/test_js.py`` of the nats-py sdist on PyPI)
+against a rayjet gateway, and report them per test class.
+
+The sdist is fetched with pip (nothing of it is kept in this repository), unpacked, given
+our harness as its ``tests/utils.py`` (tests/natspy/harness.py) and run from its root with
+its own copy of the client (``src/``) first on the path, so the nats-py under test is the
+one the tests were written for. The tests' assertions are untouched.
+
+Exit status: 0 when every test passes except those listed in known_failures.txt (each with
+its reason); 1 when any other test fails. Listed tests that pass are reported, so the list
+shrinks as the gateway grows.
+
+    python tests/natspy/run.py [--version 2.14.0] [--report FILE] [-k EXPR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("RAYJET_NATSPY_CACHE", HERE.parent.parent / ".natspy"))
+
+
+def fetch_sdist(version: str) -> Path:
+    """The unpacked sdist (downloaded once into the cache)."""
+    root = CACHE / f"nats_py-{version}"
+    if (root / "tests" / "test_js.py").exists():
+        return root
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--no-binary", ":all:", f"nats-py=={version}", "-d", tmp], check=True)
+        (archive,) = Path(tmp).glob("nats_py-*.tar.gz")
+        with tarfile.open(archive) as tar:
+            tar.extractall(CACHE, filter="data")
+    return root
+
+
+def known_failures() -> dict[str, str]:
+    out = {}
+    for line in (HERE / "known_failures.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            out[name] = why.strip()
+    return out
+
+
+def results(xml_path: Path) -> dict[str, str]:
+    """``Class::test`` -> passed | failed | skipped."""
+    out = {}
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            out[name] = "failed"
+        elif case.find("skipped") is not None:
+            out[name] = "skipped"
+        else:
+            out[name] = "passed"
+    return out
+
+
+def report(res: dict[str, str], known: dict[str, str]) -> tuple[str, list[str]]:
+    by_class: dict[str, Counter] = defaultdict(Counter)
+    for name, outcome in res.items():
+        by_class[name.split("::")[0]][outcome] += 1
+    lines = ["| class | passed | failed | skipped |", "|---|---|---|---|"]
+    for cls in sorted(by_class):
+        c = by_class[cls]
+        lines.append(f"| {cls} | {c['passed']} | {c['failed']} | {c['skipped']} |")
+    total = Counter(res.values())
+    lines.append(f"| **all** | {total['passed']} | {total['failed']} | {total['skipped']} |")
+    failed = sorted(n for n, o in res.items() if o == "failed")
+    lines.append("")
+    for name in failed:
+        lines.append(f"- failed: `{name}`: {known.get(name, 'NOT A KNOWN FAILURE')}")
+    fixed = sorted(n for n in known if res.get(n) == "passed")
+    for name in fixed:
+        lines.append(f"- passes now, drop it from known_failures.txt: `{name}`")
+    regressions = [n for n in failed if n not in known]
+    return "\n".join(lines), regressions
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--version", default="2.14.0")
+    ap.add_argument("--report", type=Path)
+    ap.add_argument("-k", default=None)
+    args = ap.parse_args()
+    root = fetch_sdist(args.version)
+    shutil.copy(HERE / "harness.py", root / "tests" / "utils.py")
+    (root / "tests" / "__init__.py").touch()
+    xml_path = root / "results.xml"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."]),
+           "RAY_ADDRESS": "local"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
+           "junit_family=xunit1", f"--junitxml={xml_path}", "tests/test_js.py"]
+    if args.k:
+        cmd += ["-k", args.k]
+    subprocess.run(cmd, cwd=root, env=env, check=False)
+    text, regressions = report(results(xml_path), known_failures())
+    print(text)
+    if args.report:
+        args.report.write_text(text + "\n")
+    if regressions:
+        print(f"\n{len(regressions)} test(s) failed that are not known failures",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
