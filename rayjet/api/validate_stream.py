@@ -153,7 +153,8 @@ def validate_stream_config(cfg: StreamConfig, *, create: bool = True) -> StreamC
     if create and cfg.sealed:
         raise _fail("a stream can not be created sealed: create it, then seal it with an update")
     if create and cfg.mirror_direct and cfg.mirror is None:
-        raise _fail("mirror_direct needs a mirror: set mirror, or drop mirror_direct")
+        raise _fail("stream has no mirror but does have mirror direct",
+                    hint="set mirror, or drop mirror_direct")
     if cfg.description and len(cfg.description) > MAX_DESCRIPTION_LEN:
         raise _fail(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
     if _metadata_len(cfg.metadata) > MAX_METADATA_LEN:

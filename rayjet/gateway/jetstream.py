@@ -27,6 +27,7 @@ from rayjet.errors import APIError, ConsumerNotFoundError, NotFoundError, Stream
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.pushing import PushPump
+from rayjet.gateway.server import NO_RESPONDERS
 from rayjet.subjects import matches_any
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class JetStreamBridge:
         # stream catalogue: (name, subject filters); subject -> stream name or None
         self._streams: list[tuple[str, tuple[str, ...]]] = []
         self._captures: dict[str, str | None] = {}
+        self._direct: set[str] = set()  # streams that answer direct gets
         self._pub_queue: list[tuple[str, str | None, bytes | None, bytes]] = []
         self._pub_wake = asyncio.Event()
         self._queued = 0  # publishes queued so far
@@ -116,6 +118,7 @@ class JetStreamBridge:
             return
         streams = [(c.name, tuple(c.subjects) or ((c.name,) if not (c.mirror or c.sources)
                                                  else ())) for c in configs]
+        self._direct = {c.name for c in configs if c.allow_direct or c.mirror_direct}
         if streams != self._streams:
             self._streams = streams
             self._captures.clear()
@@ -200,6 +203,10 @@ class JetStreamBridge:
         if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
             self._spawn(self._pull(tokens, reply, payload))
         elif tokens[:2] == ["DIRECT", "GET"]:
+            if len(tokens) < 3 or tokens[2] not in self._direct:
+                # nats-server: only streams with allow_direct listen for direct gets
+                self.gateway.route(reply, None, NO_RESPONDERS, b"")
+                return
             self._spawn(self._direct_get(tokens, reply, payload))
         else:
             self._spawn(self._api(tokens, reply, payload))
@@ -212,6 +219,9 @@ class JetStreamBridge:
                 await self.refresh_catalogue()
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
+            if tokens[0] == "CONSUMER":
+                for info in doc.get("consumers") or [doc]:
+                    self._mark_push_bound(info)
         self.gateway.route(reply, None, None, _json(doc))
 
     async def _direct_get(self, tokens: list[str], reply: str, payload: bytes) -> None:
@@ -336,6 +346,14 @@ class JetStreamBridge:
         return len(receivers)
 
     # -- push consumers ------------------------------------------------------------------
+    def _mark_push_bound(self, info: Any) -> None:
+        """``push_bound``: somebody subscribes to a push consumer's deliver subject."""
+        if not isinstance(info, dict):
+            return
+        deliver = (info.get("config") or {}).get("deliver_subject")
+        if deliver and self.gateway.interest.has_interest(deliver):
+            info["push_bound"] = True
+
     def _watch_push(self, info: dict[str, Any]) -> None:
         cfg = info.get("config") or {}
         if not cfg.get("deliver_subject"):
@@ -448,6 +466,8 @@ def _pull_request(payload: bytes) -> dict[str, Any]:
     req["no_wait"] = bool(doc.get("no_wait"))
     req["max_bytes"] = max(int(doc.get("max_bytes") or 0), 0)
     req["idle_heartbeat"] = max(int(doc.get("idle_heartbeat") or 0), 0) / 1e9
+    if req["idle_heartbeat"] and req["expires"] and req["idle_heartbeat"] * 2 > req["expires"]:
+        raise APIError("Bad Request - heartbeat value too large", code=400, err_code=10003)
     return req
 
 

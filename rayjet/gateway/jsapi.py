@@ -15,7 +15,8 @@ from typing import Any
 
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
-from rayjet.errors import APIError, ConsumerNotFoundError, error_for
+from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
+from rayjet.subjects import subjects_collide
 
 API_PREFIX = "$JS.API."
 NAMES_LIMIT = 1024  # nats-server's JSApiNamesLimit
@@ -86,6 +87,28 @@ def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, 
 
 
 # -- streams --------------------------------------------------------------------------------
+# nats-server (2.13 on) leaves these out of a stream config when they are false or zero
+_OMIT_ZERO = frozenset({
+    "max_age", "allow_direct", "mirror_direct", "sealed", "deny_delete", "deny_purge",
+    "allow_rollup_hdrs", "discard_new_per_subject", "allow_msg_ttl", "allow_msg_schedules",
+    "allow_atomic", "allow_msg_counter", "allow_batched", "no_ack", "first_seq",
+    "subject_delete_marker_ttl"})
+
+
+def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
+    """A StreamInfo as nats-server writes it: zero settings left out of the config; a
+    create answer has no cluster section (nats-server's single-server answer)."""
+    out = info.to_dict()
+    cfg = out.get("config") or {}
+    for key in [k for k, v in cfg.items() if k in _OMIT_ZERO and v in (False, 0)]:
+        del cfg[key]
+    if cfg.get("compression") == "none":
+        del cfg["compression"]
+    if created:
+        out.pop("cluster", None)
+    return out
+
+
 def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
     name = _name(tokens, 2, "stream")
     given = body.get("name")
@@ -96,17 +119,17 @@ def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
 
 
 def stream_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    return js.add_stream(_stream_config(tokens, body)).to_dict()
+    return stream_json(js.add_stream(_stream_config(tokens, body)), created=True)
 
 
 def stream_update(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    return js.update_stream(_stream_config(tokens, body)).to_dict()
+    return stream_json(js.update_stream(_stream_config(tokens, body)))
 
 
 def stream_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
     info = js.stream_info(_name(tokens, 2, "stream"), body.get("subjects_filter"),
                           bool(body.get("deleted_details")))
-    out = info.to_dict()
+    out = stream_json(info)
     subjects = out.get("state", {}).get("subjects")
     if subjects and len(subjects) > 100_000:  # nats-server pages subject counts
         offset = _offset(body)
@@ -128,19 +151,28 @@ def stream_purge(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, 
     return {"success": True, "purged": purged}
 
 
+def _names(js: Any, subject: str | None) -> list[str]:
+    """Stream names, only those whose subjects overlap ``subject`` when one is given (as
+    nats-server filters STREAM.NAMES and STREAM.LIST)."""
+    if not subject:
+        return sorted(js.stream_names())
+    return sorted(c.name for c in js.stream_configs()
+                  if any(subjects_collide(subject, s) for s in c.subjects))
+
+
 def stream_names(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    names = sorted(js.stream_names(body.get("subject") or None))
+    names = _names(js, body.get("subject") or None)
     return _paged(names, _offset(body), NAMES_LIMIT, "streams")
 
 
 def stream_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    names = sorted(js.stream_names(body.get("subject") or None))
+    names = _names(js, body.get("subject") or None)
     offset = _offset(body)
     page = names[offset:offset + LIST_LIMIT]
     infos, missing = [], []
     for name in page:
         try:
-            infos.append(js.stream_info(name).to_dict())
+            infos.append(stream_json(js.stream_info(name)))
         except APIError:
             missing.append(name)
     out = {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
@@ -165,10 +197,15 @@ def get_message(js: Any, stream: str, body: dict[str, Any], *, direct: bool) -> 
     nxt = body.get("next_by_subj")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise error_for("BAD_REQUEST", err=f"seq must be a sequence number, not {seq!r}")
-    if nxt:
-        return js.get_msg(stream, seq or 1, next_by_subject=nxt, direct=direct)
-    if last:
-        return js.get_msg(stream, last_by_subject=last, direct=direct)
+    try:
+        if nxt:
+            return js.get_msg(stream, seq or 1, next_by_subject=nxt, direct=direct)
+        if last:
+            return js.get_msg(stream, last_by_subject=last, direct=direct)
+    except BadRequestError as exc:  # a subject no message can have: nats-server's 10037
+        if exc.spec != "BAD_SUBJECT" and "subject" not in exc.description:
+            raise
+        raise error_for("NO_MESSAGE_FOUND") from None
     if not seq:
         raise error_for("BAD_REQUEST", err="give seq, last_by_subj or next_by_subj")
     return js.get_msg(stream, seq, direct=direct)
@@ -203,12 +240,15 @@ def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[st
     if not isinstance(raw, dict):
         raise error_for("BAD_REQUEST", err="the request needs a consumer config")
     cfg = ConsumerConfig.from_dict(raw)
+    if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
+        raise APIError("consumer name in subject does not match durable name in request",
+                       code=400, err_code=10017)
     name = tokens[base + 1] if len(tokens) > base + 1 else None
     if name:
         given = cfg.durable_name or cfg.name
         if given and given != name:
             raise APIError("consumer name in subject does not match durable name in request",
-                           code=400, err_code=10093)
+                           code=400, err_code=10017)
         if durable_form or cfg.durable_name:
             cfg = ConsumerConfig.from_dict({**raw, "durable_name": name})
         else:
