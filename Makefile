@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint sim bench clean
+.PHONY: demo test lint sim bench clean natspy
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,13 +20,18 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # the suite, then the replica-lifecycle suites again with the other hosting (streams in
-# shared hosts; buckets in dedicated actors), then the multi-node suite
+# shared hosts; buckets in dedicated actors), then the multi-node suite, then nats.py's own
+# JetStream tests through the NATS gateway
 test: lint
 	$(BIN)/python -m pytest
 	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest tests/cluster tests/sourcing
 	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
-	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest tests/multinode
+	$(BIN)/python tests/natspy/run.py
+
+# nats.py 2.14.0's tests/test_js.py against the gateway, with a per-class report
+natspy: $(STAMP)
+	$(BIN)/python tests/natspy/run.py --report natspy-report.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info .natspy natspy-report.md

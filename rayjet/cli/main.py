@@ -14,6 +14,7 @@ from rayjet.cli import (
     bench,
     bench_store,  # noqa: F401 - registers `bench kv` and `bench object`
     consumers,
+    gateway,
     kv,
     objects,
     pubsub,
@@ -52,6 +53,7 @@ app.add_typer(consumers.app, name="con", hidden=True)
 app.add_typer(bench.app, name="bench", help="Throughput and latency, optionally beside "
               "nats-server.")
 pubsub.register(app)
+gateway.register(app)
 
 
 app.add_typer(kv.app, name="kv", help="Key-value buckets.")

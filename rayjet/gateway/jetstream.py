@@ -23,7 +23,13 @@ import pyarrow as pa
 
 from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
-from rayjet.errors import APIError, ConsumerNotFoundError, NotFoundError, StreamNotFoundError
+from rayjet.errors import (
+    APIError,
+    ConsumerNotFoundError,
+    NotFoundError,
+    StreamNotFoundError,
+    TimeoutError,
+)
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.pushing import PushPump
@@ -62,6 +68,7 @@ class JetStreamBridge:
         self._streams: list[tuple[str, tuple[str, ...]]] = []
         self._captures: dict[str, str | None] = {}
         self._direct: set[str] = set()  # streams that answer direct gets
+        self._republishing: dict[str, tuple[Any, asyncio.Task]] = {}
         self._pub_queue: list[tuple[str, str | None, bytes | None, bytes]] = []
         self._pub_wake = asyncio.Event()
         self._queued = 0  # publishes queued so far
@@ -89,6 +96,9 @@ class JetStreamBridge:
 
     async def stop(self) -> None:
         self._stopping = True
+        for sub, _ in self._republishing.values():
+            sub.unsubscribe()
+        self._republishing.clear()
         for pump in list(self._pumps.values()):
             pump.stop()
         for task in list(self._tasks):
@@ -122,6 +132,35 @@ class JetStreamBridge:
         if streams != self._streams:
             self._streams = streams
             self._captures.clear()
+        await self._follow_republish({c.name for c in configs if c.republish})
+
+    async def _follow_republish(self, names: set[str]) -> None:
+        """What streams republish goes to core subscribers, as nats-server republishes."""
+        for name in [n for n in self._republishing if n not in names]:
+            sub, task = self._republishing.pop(name)
+            task.cancel()
+            sub.unsubscribe()
+        for name in names - set(self._republishing):
+            try:
+                sub = await self.call(self.js.subscribe_republished, ">", [name])
+            except APIError as exc:
+                log.warning("republished messages of %s not followed: %s", name, exc)
+                continue
+            self._republishing[name] = (sub, self._spawn(self._republished(sub)))
+
+    async def _republished(self, sub: Any) -> None:
+        while True:
+            try:
+                msg = await self.call(sub.next_msg, 1.0)
+            except TimeoutError:
+                continue
+            except APIError:
+                await asyncio.sleep(0.2)
+                continue
+            if msg is None:
+                return
+            self.gateway.route(msg.subject, None, encode_headers(msg.headers) or None,
+                               msg.data)
 
     async def _catalogue_loop(self) -> None:
         while True:

@@ -181,3 +181,72 @@ def test_python_and_ray_tasks_connect_by_address(sh):
                           env=fresh_env(), timeout=180)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[1, 2, 3] 3"
+
+
+def test_nats_clients_use_the_gateway_process(sh):
+    """`rayjet gateway` as its own process: nats.py publishes, pulls and acks through it
+    with token auth; a bad token and a malformed line get nats-server's -ERR; what was
+    stored is there for the rayjet CLI after the gateway is stopped."""
+    import asyncio
+
+    import nats
+    from nats.errors import NoRespondersError
+
+    port = free_port()
+    gw = subprocess.Popen([RAYJET, "gateway", "--port", str(port), "--token", "s3cret"],
+                          env=sh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, cwd=sh.data_dir.parent)
+    try:
+        line = gw.stdout.readline()
+        assert f"nats://127.0.0.1:{port}" in line, (line, gw.stderr.read() if gw.poll() else "")
+        url = f"nats://s3cret@127.0.0.1:{port}"
+
+        async def talk() -> dict:
+            nc = await nats.connect(url)
+            js = nc.jetstream()
+            await js.add_stream(name="GW", subjects=["gw.>"])
+            acks = [await js.publish("gw.in", b"x", headers={"Nats-Msg-Id": "1"})
+                    for _ in range(3)]
+            for i in range(5):
+                await js.publish("gw.more", f"m{i}".encode())
+            sub = await js.pull_subscribe("gw.more", "worker")
+            msgs = await sub.fetch(5, timeout=5)
+            for m in msgs:
+                await m.ack()
+            info = await js.consumer_info("GW", "worker")
+            try:
+                await nc.request("nobody.home", b"?", timeout=2)
+                no_responders = False
+            except NoRespondersError:
+                no_responders = True
+            kv = await js.create_key_value(bucket="cfg")
+            await kv.put("a", b"1")
+            entry = await kv.get("a")
+            await nc.close()
+            return {"acks": [(a.seq, a.duplicate) for a in acks],
+                    "data": [m.data for m in msgs], "delivered": info.delivered.stream_seq,
+                    "no_responders": no_responders, "kv": entry.value}
+
+        out = asyncio.run(talk())
+        assert out["acks"] == [(1, False), (1, True), (1, True)]
+        assert out["data"] == [f"m{i}".encode() for i in range(5)]
+        assert out["delivered"] == 6 and out["no_responders"] and out["kv"] == b"1"
+
+        async def refused(connect_line: bytes) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await reader.readline()  # INFO
+            writer.write(connect_line)
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(200), 5)
+            writer.close()
+            return answer
+
+        assert b"-ERR 'Authorization Violation'" in asyncio.run(
+            refused(b'CONNECT {"auth_token":"wrong"}\r\nPING\r\n'))
+        assert b"-ERR 'Unknown Protocol Operation'" in asyncio.run(
+            refused(b'CONNECT {"auth_token":"s3cret"}\r\nHELLO there\r\n'))
+    finally:
+        gw.terminate()
+        assert gw.wait(30) == 0
+    info = sh.json("stream", "info", "GW")
+    assert info["state"]["messages"] == 6

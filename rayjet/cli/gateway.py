@@ -1,0 +1,69 @@
+"""``rayjet gateway``: serve the NATS client protocol in front of the cluster, so NATS
+clients and tools (nats.py, nats.go, the ``nats`` CLI) use rayjet."""
+
+from __future__ import annotations
+
+import signal
+import ssl
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rayjet.cli import common as c
+
+
+def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        c.usage_error("TLS needs both --tls-cert and --tls-key")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(str(cert), str(key))
+    except (OSError, ssl.SSLError) as exc:
+        c.usage_error(f"cannot load the TLS certificate and key: {exc}")
+    return ctx
+
+
+def gateway(
+    host: Annotated[str, typer.Option(help="address to listen on (loopback unless told "
+                                           "otherwise)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: any free one)")] = 4222,
+    token: Annotated[str | None, typer.Option(help="clients must CONNECT with this "
+                                                   "auth_token")] = None,
+    user: Annotated[str | None, typer.Option(help="clients must CONNECT as this user")] = None,
+    password: Annotated[str | None, typer.Option(help="... with this password")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve TLS")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
+    max_payload: Annotated[int, typer.Option(min=1, help="largest message a client may "
+                                                         "publish, bytes")] = 1024 * 1024,
+) -> None:
+    """Serve the NATS client protocol (core NATS and JetStream) until interrupted."""
+    from rayjet.gateway import GatewayOptions, GatewayThread
+
+    if bool(user) != bool(password):
+        c.usage_error("--user and --password go together")
+    if token and user:
+        c.usage_error("use --token or --user/--password, not both")
+    js = c.connect()
+    options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
+                             tls=tls_context(tls_cert, tls_key), max_payload=max_payload)
+    server = GatewayThread(js, options)
+    try:
+        server.start()
+    except OSError as exc:
+        c.usage_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    scheme = "tls" if options.tls else "nats"
+    # one line a supervisor (or a test) can wait for
+    print(f"rayjet gateway listening on {scheme}://{host}:{server.port}", flush=True)
+    done.wait()
+    server.stop()
+
+
+def register(app: typer.Typer) -> None:
+    c.command(app, "gateway")(gateway)
