@@ -34,4 +34,4 @@ natspy: $(STAMP)
 	$(BIN)/python tests/natspy/run.py --report natspy-report.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info .natspy natspy-report.md
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info natspy-report.md

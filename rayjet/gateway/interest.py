@@ -109,7 +109,11 @@ class Interest:
         plain, groups = self.match(subject)
         if not groups:
             return plain
-        return plain + [g[0] if len(g) == 1 else self._rng.choice(g) for g in groups]
+        return plain + [self.pick(g) for g in groups]
+
+    def pick(self, group: list[Subscription]) -> Subscription:
+        """One member of a queue group, at random."""
+        return group[0] if len(group) == 1 else self._rng.choice(group)
 
     def has_interest(self, subject: str) -> bool:
         plain, groups = self.match(subject)

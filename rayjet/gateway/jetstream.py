@@ -111,8 +111,13 @@ class JetStreamBridge:
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._stopping:
+            log.error("gateway task failed", exc_info=task.exception())
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking client call in the pool."""
@@ -253,6 +258,7 @@ class JetStreamBridge:
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        log.debug("$JS.API.%s %s -> %s", ".".join(tokens), payload[:200], str(doc)[:300])
         if "error" not in doc:
             if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):
                 await self.refresh_catalogue()
@@ -321,6 +327,8 @@ class JetStreamBridge:
         beat = self._spawn(self._heartbeats(reply, hb, active)) if hb else None
         try:
             while True:
+                if not self.gateway.interest.has_interest(reply):
+                    return  # nobody listens for the messages (nats-server drops the request)
                 left = NO_EXPIRY_PULL if end is None else max(end - time.monotonic(), 0.001)
                 try:
                     link = await self.call(self.link, stream, consumer)
@@ -371,18 +379,22 @@ class JetStreamBridge:
 
     def deliver(self, deliver_subject: str, got: Any) -> int:
         """Send a DeliveryBatch to ``deliver_subject``'s subscribers (their subject is each
-        message's own; the reply is its ``$JS.ACK`` subject). How many subscribers."""
-        receivers = self.gateway.interest.receivers(deliver_subject)
-        if not receivers:
+        message's own; the reply is its ``$JS.ACK`` subject): every plain subscriber gets
+        each message, a queue group (a deliver group) one member per message. How many
+        subscribers there were."""
+        plain, groups = self.gateway.interest.match(deliver_subject)
+        if not plain and not groups:
             return 0
-        lists = got.lists()
+        choose = self.gateway.interest.pick
         for i in range(len(got)):
             subject, hdr, data = got.message(i)
             reply = got.reply(i)
-            for sub in receivers:
+            for sub in plain:
                 sub.owner.deliver(sub, subject, reply, hdr or None, data)
-        del lists
-        return len(receivers)
+            for group in groups:
+                sub = choose(group)
+                sub.owner.deliver(sub, subject, reply, hdr or None, data)
+        return len(plain) + len(groups)
 
     # -- push consumers ------------------------------------------------------------------
     def _mark_push_bound(self, info: Any) -> None:

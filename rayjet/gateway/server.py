@@ -59,6 +59,7 @@ class Connection:
         self.parser = P.Parser(gateway.options.max_payload)
         self.subs: dict[str, Subscription] = {}
         self.verbose = False
+        self.pedantic = False
         self.headers = False
         self.no_responders = False
         self.echo = True
@@ -144,8 +145,11 @@ class Connection:
             return False
         if kind == P.PUB:
             _, subject, reply, hdr, payload = op
-            if not P.valid_subject(subject, wildcards=False) or (
-                    reply is not None and not P.valid_subject(reply, wildcards=False)):
+            # as nats-server: wildcard tokens in a published subject are refused only from
+            # pedantic clients (nats.py puts a consumer's filter in its create subject)
+            loose = not self.pedantic
+            if not P.valid_subject(subject, wildcards=loose) or (
+                    reply is not None and not P.valid_subject(reply, wildcards=loose)):
                 self.send(P.err(P.INVALID_PUBLISH_SUBJECT))
                 return True
             if hdr is not None and not self.headers:
@@ -195,6 +199,7 @@ class Connection:
             self.send(P.err(P.AUTH_VIOLATION))
             return False
         self.verbose = bool(options.get("verbose"))
+        self.pedantic = bool(options.get("pedantic"))
         self.headers = bool(options.get("headers"))
         self.no_responders = bool(options.get("no_responders")) and self.headers
         self.echo = options.get("echo", True) is not False

@@ -27,7 +27,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CACHE = Path(os.environ.get("RAYJET_NATSPY_CACHE", HERE.parent.parent / ".natspy"))
+# outside the repository: pytest must take the sdist's root, not ours, for its rootdir
+CACHE = Path(os.environ.get("RAYJET_NATSPY_CACHE",
+                            Path(tempfile.gettempdir()) / "rayjet-natspy"))
 
 
 def fetch_sdist(version: str) -> Path:
@@ -102,7 +104,8 @@ def main() -> int:
     xml_path = root / "results.xml"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."]),
            "RAY_ADDRESS": "local"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".",
+           "--durations", "10", "-o",
            "junit_family=xunit1", f"--junitxml={xml_path}", "tests/test_js.py"]
     if args.k:
         cmd += ["-k", args.k]

@@ -1,0 +1,109 @@
+"""nats-py through the rayjet gateway beside nats-py to nats-server, measured in one run.
+
+    .venv/bin/python benchmarks/gateway.py --quick     # small counts
+    .venv/bin/python benchmarks/gateway.py             # full counts
+
+The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
+(latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
+consumer replaying a stream, and a core request/reply round trip (a responder on the same
+connection). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
+gateway is faster). The gateway runs in this process on a thread of its own, over a local
+Ray started for the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import natsbase as nb  # noqa: E402
+
+
+async def _request_reply(url: str, count: int, size: int) -> nb.Latency:
+    import os
+
+    import nats
+
+    nc = await nats.connect(url)
+    payload = os.urandom(size)
+
+    async def respond(msg):
+        await msg.respond(msg.data)
+
+    await nc.subscribe("bench.echo", cb=respond)
+    await nc.flush()
+    times = []
+    for i in range(count + 50):
+        t = time.perf_counter()
+        await nc.request("bench.echo", payload, timeout=5)
+        if i >= 50:
+            times.append((time.perf_counter() - t) * 1e6)
+    await nc.close()
+    times.sort()
+    mean = sum(times) / len(times)
+    return nb.Latency("request/reply", count, size, nb.percentile(times, 50),
+                      nb.percentile(times, 99), mean, 1e6 / mean)
+
+
+def request_reply(url: str, count: int, size: int = nb.DEFAULT_SIZE) -> nb.Latency:
+    return asyncio.run(_request_reply(url, count, size))
+
+
+def measure(url: str, counts: dict[str, int]) -> dict[str, object]:
+    return {
+        "sync publish": nb.sync_publish_latency([url], count=counts["sync"]),
+        "publish_async": nb.async_publish_throughput([url], count=counts["async"]),
+        "fetch(500)+ack": nb.fetch_ack_throughput([url], count=counts["fetch"], batch=500),
+        "ordered replay": nb.ordered_replay([url], count=counts["replay"])[0],
+        "request/reply": request_reply(url, counts["rr"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small counts")
+    args = ap.parse_args(argv)
+    counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300}
+              if args.quick else
+              {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000})
+
+    import rayjet
+    from rayjet.gateway import GatewayOptions, GatewayThread
+
+    js = rayjet.connect(data_dir=tempfile.mkdtemp(prefix="rayjet-bench-gw-"))
+    gw = GatewayThread(js, GatewayOptions(port=nb.free_port()))
+    gw.start()
+    try:
+        ours = measure(f"nats://127.0.0.1:{gw.port}", counts)
+    finally:
+        gw.stop()
+        js.close()
+    with nb.NatsServer() as srv:
+        theirs = measure(srv.urls[0], counts)
+
+    rows = []
+    for name, a in ours.items():
+        b = theirs[name]
+        if isinstance(a, nb.Latency):
+            rows.append([name, f"{a.msgs_per_s:,.0f}/s p50 {a.p50_us:,.0f}us p99 {a.p99_us:,.0f}us",
+                         f"{b.msgs_per_s:,.0f}/s p50 {b.p50_us:,.0f}us p99 {b.p99_us:,.0f}us",
+                         nb.fmt_ratio(nb.ratio(a.msgs_per_s, b.msgs_per_s))])
+        else:
+            rows.append([name, f"{a.msgs_per_s:,.0f} msg/s", f"{b.msgs_per_s:,.0f} msg/s",
+                         nb.fmt_ratio(nb.ratio(a.msgs_per_s, b.msgs_per_s))])
+    nb.print_table(["what", "rayjet gateway", f"nats-server {nb.nats_server_version()}",
+                    "ratio"], rows,
+                   title=f"nats-py {nb.nats_py_version()}, R1 file, {nb.DEFAULT_SIZE} B "
+                         f"messages, counts {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
