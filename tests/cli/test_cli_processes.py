@@ -223,7 +223,7 @@ def test_nats_clients_use_the_gateway_process(sh):
             await kv.put("a", b"1")
             entry = await kv.get("a")
             await nc.close()
-            return {"acks": [(a.seq, a.duplicate) for a in acks],
+            return {"acks": [(a.seq, bool(a.duplicate)) for a in acks],
                     "data": [m.data for m in msgs], "delivered": info.delivered.stream_seq,
                     "no_responders": no_responders, "kv": entry.value}
 
