@@ -7,16 +7,18 @@ The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync p
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
 consumer replaying a stream, and a core request/reply round trip (a responder on the same
 connection). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
-gateway is faster). The gateway runs in this process on a thread of its own, over a local
-Ray started for the run.
+gateway is faster). The gateway runs in a process of its own (as `rayjet gateway` does, so
+nats-py and the gateway do not share an interpreter), over a local Ray started for the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -56,6 +58,21 @@ def request_reply(url: str, count: int, size: int = nb.DEFAULT_SIZE) -> nb.Laten
     return asyncio.run(_request_reply(url, count, size))
 
 
+SERVE = textwrap.dedent("""
+    import sys
+    import rayjet
+    from rayjet.gateway import GatewayOptions, GatewayThread
+
+    js = rayjet.connect(data_dir=sys.argv[2])
+    gw = GatewayThread(js, GatewayOptions(port=int(sys.argv[1])))
+    gw.start()
+    print("listening", flush=True)
+    sys.stdin.read()
+    gw.stop()
+    js.close()
+""")
+
+
 def measure(url: str, counts: dict[str, int]) -> dict[str, object]:
     return {
         "sync publish": nb.sync_publish_latency([url], count=counts["sync"]),
@@ -74,17 +91,18 @@ def main(argv: list[str] | None = None) -> int:
               if args.quick else
               {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000})
 
-    import rayjet
-    from rayjet.gateway import GatewayOptions, GatewayThread
-
-    js = rayjet.connect(data_dir=tempfile.mkdtemp(prefix="rayjet-bench-gw-"))
-    gw = GatewayThread(js, GatewayOptions(port=nb.free_port()))
-    gw.start()
+    port = nb.free_port()
+    server = subprocess.Popen([sys.executable, "-c", SERVE, str(port),
+                               tempfile.mkdtemp(prefix="rayjet-bench-gw-")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        ours = measure(f"nats://127.0.0.1:{gw.port}", counts)
+        line = server.stdout.readline()
+        if "listening" not in line:
+            raise SystemExit(f"the gateway did not start: {line!r}")
+        ours = measure(f"nats://127.0.0.1:{port}", counts)
     finally:
-        gw.stop()
-        js.close()
+        server.stdin.close()  # the gateway process ends when its stdin does
+        server.wait(60)
     with nb.NatsServer() as srv:
         theirs = measure(srv.urls[0], counts)
 

@@ -221,18 +221,24 @@ class JetStreamBridge:
     async def _store(self, batch: list[tuple]) -> list[dict[str, Any]]:
         """Store a run of publishes; the PubAck (or error) document of each. Header blocks
         are stored as the client sent them (a NATS client reads them back byte for byte)."""
-        columns = {"subject": pa.array([m[0] for m in batch], pa.string()),
-                   "data": pa.array([m[3] for m in batch], pa.binary())}
         if any(m[2] for m in batch):
-            columns["headers"] = pa.array([m[2] or None for m in batch], pa.binary())
-        table = pa.table(columns)
+            msgs: Any = pa.table({
+                "subject": pa.array([m[0] for m in batch], pa.string()),
+                "data": pa.array([m[3] for m in batch], pa.binary()),
+                "headers": pa.array([m[2] or None for m in batch], pa.binary())})
+            one = msgs.slice
+        else:  # no header blocks: the list form costs less for a few messages
+            msgs = [(m[0], m[3], None) for m in batch]
+
+            def one(i: int, n: int) -> list:
+                return msgs[i:i + n]
         try:
-            answers = list(await self.call(self.js.publish_batch, table))
+            answers = list(await self.call(self.js.publish_batch, msgs))
         except Exception:  # noqa: BLE001 - refused as a whole: answer each on its own
             answers = []
             for i in range(len(batch)):
                 try:
-                    answers.extend(await self.call(self.js.publish_batch, table.slice(i, 1)))
+                    answers.extend(await self.call(self.js.publish_batch, one(i, 1)))
                 except Exception as exc:  # noqa: BLE001
                     answers.append(exc)
         return [jsapi.error_response(a) if isinstance(a, BaseException) else a.to_dict()
@@ -302,6 +308,13 @@ class JetStreamBridge:
             link = self._links[key] = self.js.consumer_link(stream, consumer)
         return link
 
+    async def link_for(self, stream: str, consumer: str) -> Any:
+        """The consumer's link: cached, else looked up in the pool (a catalogue call)."""
+        link = self._links.get((stream, consumer))
+        if link is None:
+            link = await self.call(self.link, stream, consumer)
+        return link
+
     def forget_link(self, stream: str, consumer: str) -> None:
         """Look the consumer up again next time (its leader or replicas changed)."""
         self.forget_link(stream, consumer)
@@ -331,7 +344,7 @@ class JetStreamBridge:
                     return  # nobody listens for the messages (nats-server drops the request)
                 left = NO_EXPIRY_PULL if end is None else max(end - time.monotonic(), 0.001)
                 try:
-                    link = await self.call(self.link, stream, consumer)
+                    link = await self.link_for(stream, consumer)
                     got, status = await self.call(link.pull, batch, left, max_bytes,
                                                   no_wait, hb)
                 except ConsumerNotFoundError:
@@ -464,7 +477,7 @@ class JetStreamBridge:
         nexts = [(a, r) for a, r in items if a[0] == "ack" and a[2] == "next"]
         answers = [(k, s, (None if arg == "next" else arg)) for k, s, arg in acks]
         try:
-            link = await self.call(self.link, *key)
+            link = await self.link_for(*key)
             await self.call(link.answer, answers, (), bool(replies))
         except APIError as exc:
             self.forget_link(*key)

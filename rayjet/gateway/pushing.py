@@ -16,7 +16,8 @@ from typing import Any
 from rayjet.errors import APIError, ConsumerNotFoundError, StreamNotFoundError
 from rayjet.gateway import protocol as P
 
-PUSH_BATCH = 256
+PUSH_BATCH = 256  # messages a poll asks for at first
+PUSH_MAX_BATCH = 4096  # ... and at most, while full polls come back
 POLL = 0.5  # seconds a poll waits for messages
 NO_INTEREST_CHECK = 2.0  # seconds between checks that an unwatched consumer still exists
 BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the pump waits
@@ -33,6 +34,7 @@ class PushPump:
         self._stopped = False
         self.last_cseq = 0
         self.last_sseq = 0
+        self.batch = PUSH_BATCH
 
     def stop(self) -> None:
         self._stopped = True
@@ -69,14 +71,19 @@ class PushPump:
             hb = self.heartbeat
             wait = min(POLL, hb) if hb else POLL
             try:
-                link = await self.bridge.call(self.bridge.link, self.stream, self.consumer)
-                got, status = await self.bridge.call(link.pull, PUSH_BATCH, wait, 0, False, 0.0)
+                link = await self.bridge.link_for(self.stream, self.consumer)
+                got, status = await self.bridge.call(link.pull, self.batch, wait, 0, False, 0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):
                 return
             except APIError:
                 self.bridge.forget_link(self.stream, self.consumer)
                 await asyncio.sleep(0.2)
                 continue
+            # a subscriber that keeps up gets bigger polls (fewer calls per message)
+            if len(got) >= self.batch:
+                self.batch = min(self.batch * 2, PUSH_MAX_BATCH)
+            elif len(got) < self.batch // 4:
+                self.batch = max(self.batch // 2, PUSH_BATCH)
             if len(got):
                 self.bridge.deliver(deliver, got)
                 self.last_cseq = int(got.consumer_seq[-1])
