@@ -59,8 +59,13 @@ def request_reply(url: str, count: int, size: int = nb.DEFAULT_SIZE) -> nb.Laten
 
 
 SERVE = textwrap.dedent("""
+    import logging
+    import os
     import sys
     import rayjet
+    if os.environ.get("RAYJET_GATEWAY_DEBUG"):
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("rayjet.gateway").setLevel(logging.DEBUG)
     from rayjet.gateway import GatewayOptions, GatewayThread
 
     js = rayjet.connect(data_dir=sys.argv[2])
