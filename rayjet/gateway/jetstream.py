@@ -286,12 +286,8 @@ class JetStreamBridge:
             else:
                 body = jsapi.parse_body(payload)
             msg = await self.call(jsapi.get_message, self.js, stream, body, direct=True)
-        except NotFoundError as exc:
-            if isinstance(exc, StreamNotFoundError):
-                hdr = P.status_header(404, "Message Not Found")
-            else:
-                hdr = P.status_header(404, "Message Not Found")
-            self.gateway.route(reply, None, hdr, b"")
+        except NotFoundError:  # nats-server answers a missing message with a 404 status
+            self.gateway.route(reply, None, P.status_header(404, "Message Not Found"), b"")
             return
         except APIError as exc:
             self.gateway.route(reply, None, P.status_header(exc.code, exc.description), b"")
@@ -319,7 +315,7 @@ class JetStreamBridge:
 
     def forget_link(self, stream: str, consumer: str) -> None:
         """Look the consumer up again next time (its leader or replicas changed)."""
-        self.forget_link(stream, consumer)
+        self._links.pop((stream, consumer), None)
 
     async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
         if len(tokens) != 5:
