@@ -429,6 +429,10 @@ class JetStreamBridge:
         self._pumps[key] = pump
         pump.task = self._spawn(pump.run())
 
+    def push_consumers(self) -> list[tuple[str, str]]:
+        """(stream, consumer) of every push consumer the gateway feeds now."""
+        return list(self._pumps)
+
     def pump_ended(self, pump: PushPump) -> None:
         if self._pumps.get((pump.stream, pump.consumer)) is pump:
             del self._pumps[(pump.stream, pump.consumer)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import nats
 import pytest
@@ -146,3 +147,90 @@ def test_publishes_that_arrive_together_leave_in_few_calls(gateway, js, stream_n
     assert sum(calls) == 500 and len(calls) < 100
     msg = js.get_msg(stream_name, 321)
     assert msg.data == b"320" and msg.subject == f"{stream_name}.{320 % 7}"
+
+
+def test_acked_publishes_survive_stream_leader_kills(gateway, js, stream_name):  # noqa: F811
+    """nats.py publishes with msg ids through the gateway while the R3 stream's leader is
+    killed twice; a publish that fails is sent again with the same id. Every acked id is
+    stored once, at the seq its PubAck gave, on every replica."""
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import APIError as NatsAPIError
+
+    from tests.cluster.test_faults import leader_id, replica_handles, wait_replicas_equal
+    from tests.replicas import kill
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], num_replicas=3,
+                  storage="file", duplicate_window=300)
+    gw = gateway()
+
+    async def publish_all(ids: list[str]) -> dict[str, int]:
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream(timeout=10)
+        acked: dict[str, int] = {}
+        for msg_id in ids:
+            for _ in range(60):
+                try:
+                    ack = await jsc.publish(f"{stream_name}.x", msg_id.encode(),
+                                            headers={"Nats-Msg-Id": msg_id})
+                    acked[msg_id] = ack.seq
+                    break
+                except (NatsTimeout, NatsAPIError):
+                    await asyncio.sleep(0.2)
+        await nc.close()
+        return acked
+
+    try:
+        acked: dict[str, int] = {}
+        for round_ in range(3):
+            if round_:
+                kill(replica_handles(js, stream_name)[leader_id(js, stream_name)])
+            ids = [f"r{round_}-{i}" for i in range(100)]
+            got = asyncio.run(publish_all(ids))
+            assert set(got) == set(ids)
+            acked.update(got)
+        last = js.stream_info(stream_name).state.last_seq
+        stored = wait_replicas_equal(js, stream_name, last, timeout=120)
+        by_id = {data.decode(): seq for seq, data in stored}
+        assert len(stored) == len(by_id) == 300 and by_id == acked
+    finally:
+        js.delete_stream(stream_name)
+
+
+def test_deleted_consumers_end_their_pulls_and_pumps(gateway, js, stream_name,  # noqa: F811
+                                                     drop_new_streams):  # noqa: F811
+    """A push consumer and a waiting pull whose consumers are deleted: the pull ends with a
+    status instead of hanging, the pump stops, and the gateway goes on serving."""
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        got = []
+
+        async def cb(msg):
+            got.append(msg.data)
+            await msg.ack()
+
+        await jsc.subscribe(f"{stream_name}.*", durable="pushed", cb=cb)
+        pull = await jsc.pull_subscribe(f"{stream_name}.*", "pulled")
+        waiting = asyncio.ensure_future(pull.fetch(1, timeout=8))
+        await asyncio.sleep(0.5)
+        await jsc.delete_consumer(stream_name, "pulled")
+        await jsc.delete_consumer(stream_name, "pushed")
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(Exception):  # noqa: B017 - nats.py raises a status error or timeout
+            await waiting
+        ended_after = asyncio.get_running_loop().time() - started
+        ack = await jsc.publish(f"{stream_name}.a", b"after")
+        await nc.close()
+        return got, ended_after, ack.seq
+
+    got, ended_after, seq = asyncio.run(run())
+    assert got == [] and seq == 1
+    assert ended_after < 8
+    bridge = gw.gateway.bridge
+    deadline = time.monotonic() + 10
+    while bridge.push_consumers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not bridge.push_consumers()  # the pump of the deleted push consumer ended
