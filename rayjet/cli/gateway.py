@@ -39,8 +39,14 @@ def gateway(
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
     max_payload: Annotated[int, typer.Option(min=1, help="largest message a client may "
                                                          "publish, bytes")] = 1024 * 1024,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="run it as a detached Ray actor on this node, kept with the "
+                         "cluster after this command returns")] = False,
+    stop: Annotated[bool, typer.Option(
+        "--stop", help="stop the detached gateway of --port on this node")] = False,
 ) -> None:
-    """Serve the NATS client protocol (core NATS and JetStream) until interrupted."""
+    """Serve the NATS client protocol (core NATS and JetStream) until interrupted, or as a
+    detached actor with --detach."""
     from rayjet.gateway import GatewayOptions, GatewayThread
 
     if bool(user) != bool(password):
@@ -48,6 +54,28 @@ def gateway(
     if token and user:
         c.usage_error("use --token or --user/--password, not both")
     js = c.connect()
+    if stop:
+        from rayjet.gateway.actor import stop_detached
+
+        stopped = stop_detached(port)
+        if c.wants_json():
+            c.emit_json({"stopped": stopped, "port": port})
+        else:
+            print(f"gateway on port {port} {'stopped' if stopped else 'was not running'}")
+        return
+    if detach:
+        if tls_cert or tls_key:
+            c.usage_error("--detach serves without TLS for now: run it in the foreground "
+                          "for TLS")
+        from rayjet.gateway.actor import start_detached
+
+        _, url = start_detached({"host": host, "port": port, "token": token, "user": user,
+                                 "password": password, "max_payload": max_payload})
+        if c.wants_json():
+            c.emit_json({"url": url, "port": port})
+        else:
+            print(f"rayjet gateway listening on {url} (detached)")
+        return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
                              tls=tls_context(tls_cert, tls_key), max_payload=max_payload)
     server = GatewayThread(js, options)

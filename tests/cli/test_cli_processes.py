@@ -250,3 +250,30 @@ def test_nats_clients_use_the_gateway_process(sh):
         assert gw.wait(30) == 0
     info = sh.json("stream", "info", "GW")
     assert info["state"]["messages"] == 6
+
+
+def test_detached_gateway_outlives_the_command(sh):
+    """`rayjet gateway --detach` returns at once and leaves the gateway running as a Ray
+    actor; `--stop` takes it down."""
+    import asyncio
+
+    import nats
+
+    port = free_port()
+    started = sh.json("gateway", "--detach", "--port", port)
+    assert started["url"] == f"nats://127.0.0.1:{port}"
+
+    async def roundtrip() -> int:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+        js = nc.jetstream()
+        await js.add_stream(name="DETACHED", subjects=["detached.>"])
+        ack = await js.publish("detached.a", b"x")
+        await nc.close()
+        return ack.seq
+
+    assert asyncio.run(roundtrip()) == 1
+    assert sh.json("gateway", "--detach", "--port", port)["url"] == started["url"]  # the same
+    assert sh.json("gateway", "--stop", "--port", port) == {"stopped": True, "port": port}
+    with pytest.raises(ConnectionRefusedError):  # nothing listens any more
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    assert sh.json("stream", "info", "DETACHED")["state"]["messages"] == 1
