@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PUBLISH_BATCH = 2000  # messages per publish_batch call at most
 CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
+MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 
 
@@ -272,6 +273,8 @@ class JetStreamBridge:
                 await self.refresh_catalogue()
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
+            if tokens[:2] == ["CONSUMER", "DELETE"] and len(tokens) >= 4:
+                self.forget_link(tokens[2], tokens[3])
             if tokens[0] == "CONSUMER":
                 for info in doc.get("consumers") or [doc]:
                     self._mark_push_bound(info)
@@ -303,6 +306,8 @@ class JetStreamBridge:
         key = (stream, consumer)
         link = self._links.get(key)
         if link is None:
+            if len(self._links) >= MAX_LINKS:
+                self._links.clear()  # ephemeral consumers come and go: keep the cache bounded
             link = self._links[key] = self.js.consumer_link(stream, consumer)
         return link
 

@@ -99,6 +99,8 @@ class Connection:
                 payload: bytes) -> None:
         if hdr and not self.headers:
             return  # a client without headers support cannot read HMSG
+        if self.subs.get(sub.sid) is not sub:
+            return  # unsubscribed meanwhile (e.g. its UNSUB count reached in this batch)
         self.send(P.frame(subject, sub.sid, reply, hdr, payload))
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:

@@ -234,3 +234,23 @@ def test_deleted_consumers_end_their_pulls_and_pumps(gateway, js, stream_name,  
     while bridge.push_consumers() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not bridge.push_consumers()  # the pump of the deleted push consumer ended
+
+
+def test_unsub_with_a_count_stops_after_that_many(gateway, js, stream_name,  # noqa: F811
+                                                  drop_new_streams):  # noqa: F811
+    """Core messages and a pull's batch to an inbox subscribed with UNSUB <sid> 2: two
+    messages reach it, not more."""
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"])
+    for i in range(5):
+        js.publish(f"{stream_name}.a", str(i).encode())
+    js.add_consumer(stream_name, durable_name="d", ack_policy="explicit")
+    gw = gateway()
+    hello = b'CONNECT {"headers":true}\r\n'
+    core = b"SUB in.box 1\r\nUNSUB 1 2\r\n" + b"PUB in.box 1\r\nx\r\n" * 5 + b"PING\r\n"
+    out = asyncio.run(_raw(gw.port, hello + core))
+    assert out.count(b"MSG in.box 1 1\r\n") == 2 and b"PONG" in out
+    pull = (b"SUB in.pull 7\r\nUNSUB 7 2\r\n"
+            b'PUB $JS.API.CONSUMER.MSG.NEXT.' + stream_name.encode() +
+            b'.d in.pull 12\r\n{"batch": 5}\r\n')
+    out = asyncio.run(_raw(gw.port, hello + pull))
+    assert out.count(b"MSG " + stream_name.encode() + b".a 7 $JS.ACK.") == 2
