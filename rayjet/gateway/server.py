@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 SERVER_VERSION = "2.15.1"
 SLOW_CONSUMER_BYTES = 64 * 1024 * 1024  # a client this far behind is cut off
 NO_RESPONDERS = P.status_header(503)
+TLS_HANDSHAKE_TIMEOUT = 5.0
 
 
 @dataclass
@@ -109,7 +110,17 @@ class Connection:
     # -- input ---------------------------------------------------------------------------
     async def serve(self) -> None:
         opts = self.gateway.options
-        self.send(P.info(self.gateway.info_fields(self)))
+        if opts.tls is not None:
+            # as nats-server: INFO in plain text (tls_required), then the TLS handshake
+            self.writer.write(P.info(self.gateway.info_fields(self)))
+            try:
+                await self.writer.drain()
+                await asyncio.wait_for(self.writer.start_tls(opts.tls), TLS_HANDSHAKE_TIMEOUT)
+            except (ConnectionError, OSError, ssl.SSLError, TimeoutError):
+                await self.close()
+                return
+        else:
+            self.send(P.info(self.gateway.info_fields(self)))
         ping_task = self.gateway.loop.create_task(self._pinger())
         try:
             while not self.closed:
@@ -289,7 +300,7 @@ class Gateway:
         if self.bridge is not None:
             await self.bridge.start(self)
         self._server = await asyncio.start_server(
-            self._accept, self.options.host, self.options.port, ssl=self.options.tls,
+            self._accept, self.options.host, self.options.port,
             reuse_address=True, limit=P.MAX_CONTROL_LINE * 4)
 
     async def stop(self) -> None:
