@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pending",
                              "last_seq_for", "last_per_subject", "seq_for_time",
                              "read_window", "read_many"})
-# at most this many seconds of upkeep passes: a stream whose messages expire one after
+# seconds between two upkeep passes at least: a stream whose messages expire one after
 # another is swept in small batches instead of once per message
 UPKEEP_GAP = 0.1
 DEFAULT_TIMEOUT = 5.0
