@@ -17,7 +17,7 @@ from rayjet.api import PubAck
 from rayjet.api import headers as H
 from rayjet.engine.columnar import message_columns
 from rayjet.errors import APIError
-from rayjet.subjects import validate_subject
+from rayjet.subjects import validate_stored_subject, validate_subject
 
 MAX_CALL_ROWS = 50_000
 MAX_CALL_BYTES = 8 << 20  # one raft entry; followers take entries up to 8 MB per message
@@ -98,10 +98,11 @@ class PubAcks(Sequence):
         return f"PubAcks({len(self)} rows, {len(self.errors)} refused)"
 
 
-def check_client_side(cols) -> None:
+def check_client_side(cols, literal_wildcards: bool = False) -> None:
     """What the list form refuses before sending anything: bad subjects, headers, ids."""
+    check = validate_stored_subject if literal_wildcards else validate_subject
     for subject in pc.unique(cols.subjects).to_pylist():
-        validate_subject(subject)
+        check(subject)
     if cols.headers is not None:
         for h in cols.headers:
             if isinstance(h, dict):

@@ -15,7 +15,7 @@ from rayjet.api import PubAck
 from rayjet.api import headers as H
 from rayjet.client import column_publish as CP
 from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
-from rayjet.subjects import validate_subject
+from rayjet.subjects import validate_stored_subject, validate_subject
 
 MAX_CALL_MSGS = 10_000  # messages per actor call
 # a call of at least this many messages crosses as Arrow columns (admitted in bulk)
@@ -36,8 +36,9 @@ def _payload(data: Any) -> bytes:
     raise BadRequestError(f"payload must be bytes (or str), not {type(data).__name__}")
 
 
-def _message(subject: Any, data: Any, headers: Any) -> tuple[str, bytes, dict | None]:
-    validate_subject(subject)
+def _message(subject: Any, data: Any, headers: Any, literal_wildcards: bool = False
+             ) -> tuple[str, bytes, dict | None]:
+    (validate_stored_subject if literal_wildcards else validate_subject)(subject)
     return subject, _payload(data), (H.validate_headers(headers) or None)
 
 
@@ -102,8 +103,8 @@ class PublishAPI:
             raise answer
         return answer
 
-    def publish_batch(self, msgs, *, atomic: bool = False, timeout: float | None = None
-                      ) -> list[PubAck | APIError]:
+    def publish_batch(self, msgs, *, atomic: bool = False, timeout: float | None = None,
+                      literal_wildcards: bool = False) -> list[PubAck | APIError]:
         """Publish ``(subject, data[, headers])`` items, in order, with few actor calls.
 
         Non-atomic: one answer per message, a PubAck or the APIError that refused it
@@ -118,8 +119,9 @@ class PublishAPI:
             if atomic:
                 msgs = CP.table_messages(msgs)
             else:
-                return self._publish_table(msgs, timeout or self.timeout)
-        items = [_message(*(m if len(m) == 3 else (*m, None))) for m in msgs]
+                return self._publish_table(msgs, timeout or self.timeout, literal_wildcards)
+        items = [_message(*(m if len(m) == 3 else (*m, None)), literal_wildcards)
+                 for m in msgs]
         if not items:
             return []
         timeout = timeout or self.timeout
@@ -152,11 +154,12 @@ class PublishAPI:
         answers.extend(self._flush_run(run_stream, run, timeout))
         return answers
 
-    def _publish_table(self, batch: Any, timeout: float) -> CP.PubAcks:
+    def _publish_table(self, batch: Any, timeout: float, literal_wildcards: bool = False
+                       ) -> CP.PubAcks:
         if isinstance(batch, pa.Table):
             batch = batch.combine_chunks()
         cols = CP.message_columns(batch)
-        CP.check_client_side(cols)
+        CP.check_client_side(cols, literal_wildcards)
         acks = CP.PubAcks(cols.count)
         if not cols.count:
             return acks

@@ -70,7 +70,12 @@ from rayjet.errors import (
 )
 from rayjet.storage import limits as L
 from rayjet.storage.record import record_size
-from rayjet.subjects import SubjectTransform, matches_any, subject_matches, validate_subject
+from rayjet.subjects import (
+    SubjectTransform,
+    matches_any,
+    subject_matches,
+    validate_stored_subject,
+)
 
 _SNAP_VERSION = 1
 
@@ -218,7 +223,8 @@ class StreamEngine(ColumnarPublish):
         out = self._subject_cache.get(subject)
         if out is not None:
             return out
-        validate_subject(subject)
+        # the client refuses wildcard tokens unless told to store them (see publish_batch)
+        validate_stored_subject(subject)
         if not matches_any(subject, self._subjects):
             raise InvalidSubjectError(
                 f"subject {subject!r} is not captured by stream {self.name!r} "

@@ -222,6 +222,11 @@ class JetStreamBridge:
                 self._stored += len(batch)
                 self._stored_changed.set()
 
+    def _publish_batch(self, msgs: Any) -> Any:
+        # a client's publish to 'a.*' is stored with '*' as a literal token, as nats-server
+        # does (the gateway refuses wildcard PUBs from pedantic clients before this)
+        return self.js.publish_batch(msgs, literal_wildcards=True)
+
     async def _store(self, batch: list[tuple]) -> list[bytes]:
         """Store a run of publishes; the PubAck (or error) document of each. Header blocks
         are stored as the client sent them (a NATS client reads them back byte for byte)."""
@@ -237,12 +242,12 @@ class JetStreamBridge:
             def one(i: int, n: int) -> list:
                 return msgs[i:i + n]
         try:
-            answers = list(await self.call(self.js.publish_batch, msgs))
+            answers = list(await self.call(self._publish_batch, msgs))
         except Exception:  # noqa: BLE001 - refused as a whole: answer each on its own
             answers = []
             for i in range(len(batch)):
                 try:
-                    answers.extend(await self.call(self.js.publish_batch, one(i, 1)))
+                    answers.extend(await self.call(self._publish_batch, one(i, 1)))
                 except Exception as exc:  # noqa: BLE001
                     answers.append(exc)
         return [_pub_ack_json(a) for a in answers]

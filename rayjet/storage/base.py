@@ -36,7 +36,7 @@ from rayjet.storage import record as rec
 from rayjet.storage.config import StoreConfig
 from rayjet.storage.index import Index
 from rayjet.storage.protocol import BatchItem, RawItem, StoredMsg, StoreState
-from rayjet.subjects import validate_filter, validate_subject
+from rayjet.subjects import validate_filter, validate_stored_subject
 
 _SNAP_MAGIC = b"RJSNAP01"
 _SNAP_HEAD = struct.Struct("<8sQQQQ")
@@ -167,7 +167,7 @@ class BaseStore:
             for item in msgs:
                 subject, hdr, data = item[0], item[1] or b"", item[2] or b""
                 if subject not in known:
-                    validate_subject(subject)
+                    validate_stored_subject(subject)
                 if check:
                     self._check_new(subject, hdr, data)
                 seq += 1
@@ -190,7 +190,7 @@ class BaseStore:
         self._check_open()
         hdr, data = hdr or b"", data or b""
         if subject not in self._idx.subj_ids:
-            validate_subject(subject)
+            validate_stored_subject(subject)
         if seq <= self._idx.last:
             raise self._seq_error(seq)
         if discard_new_check:
@@ -260,7 +260,7 @@ class BaseStore:
         try:
             new = set(subjects).difference(known)
             for subject in new:
-                validate_subject(subject)
+                validate_stored_subject(subject)
         except (APIError, TypeError):
             return False
         return True

@@ -12,6 +12,7 @@ from rayjet.subjects.match import (
     subjects_collide,
     tokens,
     validate_filter,
+    validate_stored_subject,
     validate_subject,
 )
 from rayjet.subjects.transform import (
@@ -36,6 +37,7 @@ __all__ = [
     "subjects_collide",
     "tokens",
     "validate_filter",
+    "validate_stored_subject",
     "validate_subject",
     "validate_transforms",
 ]

@@ -72,6 +72,16 @@ def validate_filter(subject: object, *, what: str = "subject filter") -> str:
     return subject  # type: ignore[return-value]
 
 
+def validate_stored_subject(subject: object, *, what: str = "subject") -> str:
+    """A subject a stream may store: a publish subject, or one whose ``*`` and ``>`` tokens
+    are literal tokens, as nats-server stores a (non-pedantic) client's publish to ``a.*``.
+    Filters match such a subject as :func:`subject_matches` says (``a.*`` matches it)."""
+    problem = _problem(subject, wildcards=True)
+    if problem:
+        raise InvalidSubjectError(f"invalid {what} {subject!r}: {problem}")
+    return subject  # type: ignore[return-value]
+
+
 def is_literal(subject: str) -> bool:
     """True when no token is a wildcard (``a*`` or ``>b`` are literal tokens)."""
     if PWC not in subject and FWC not in subject:

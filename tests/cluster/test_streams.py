@@ -109,6 +109,26 @@ def test_publish_refuses_bad_input_and_stores_nothing(js, stream):
     assert js.stream_info(s).state.messages == 0
 
 
+def test_wildcard_tokens_are_stored_literally_only_when_asked(js, stream_name):
+    # as nats-server stores a client's publish to 'a.*' (a KV key "x.*" with validation off)
+    s = stream_name
+    js.add_stream(name=s, subjects=[f"{s}.>"], storage=StorageType.MEMORY,
+                  allow_rollup_hdrs=True)
+    with pytest.raises(InvalidSubjectError):
+        js.publish_batch([(f"{s}.x.*", b"no")])
+    acks = js.publish_batch([(f"{s}.x.*", b"1"), (f"{s}.x.>", b"2"), (f"{s}.x.a", b"3"),
+                             (f"{s}.x.*", b"4", {"Nats-Rollup": "sub"})],
+                            literal_wildcards=True)
+    assert [a.seq for a in acks] == [1, 2, 3, 4]
+    assert js.get_msg(s, 2).subject == f"{s}.x.>"
+    # the rollup on 'x.*' purged what 'x.*' matches ('x.*' and 'x.a'), keeping itself
+    assert js.get_last_msg(s, f"{s}.x.>").seq == 4  # as a filter, 'x.>' matches them all
+    assert [js.get_msg(s, q).data for q in (2, 4)] == [b"2", b"4"]
+    assert js.stream_info(s).state.messages == 2
+    with pytest.raises(InvalidSubjectError):
+        js.publish_batch([(f"{s}.>.x", b"no")], literal_wildcards=True)
+
+
 @pytest.mark.parametrize("replicas", [1, 3])
 def test_limits_and_expected_headers(js, stream_name, replicas):
     s = stream_name

@@ -32,10 +32,25 @@ def test_timestamps_never_go_back_within_the_stream(make, clock):
 
 def test_invalid_publish_subject(make):
     h = make()
-    with refused(10003, "wildcard"):
-        h.engine.prepare_publish("s.*", b"")
     with refused(10003):
         h.engine.prepare_publish("s..a", b"")
+    with refused(10003, "last token"):
+        h.engine.prepare_publish("s.>.a", b"")
+
+
+def test_wildcard_tokens_are_stored_as_literal_tokens(make):
+    # as nats-server stores a client's publish to 's.*': the client gates it
+    h = make()
+    for subject in ("s.a", "s.*", "s.>"):
+        assert h.apply(h.engine.prepare_publish(subject, subject.encode())).ok
+    assert [h.store.load_msg(i).subject for i in (1, 2, 3)] == ["s.a", "s.*", "s.>"]
+    # a filter matches them as it matches the subjects they stand for
+    assert h.store.load_last_msg("s.*").seq == 2  # 's.>' stands for more than 's.*' matches
+    assert h.store.load_last_msg("s.>").seq == 3
+    # a rollup of 's.*' (kv.purge("hello.*")) keeps only itself of what 's.*' matches
+    h.store.purge_ex("s.*", 0, 1)
+    assert [m.subject for m in (h.store.load_msg(2), h.store.load_msg(3))] == ["s.*", "s.>"]
+    assert h.store.state().msgs == 2
 
 
 def test_subject_not_captured_by_the_stream(make):

@@ -107,6 +107,26 @@ def test_bad_input_gets_nats_server_errors(gateway):
     assert b"-ERR 'Unknown Protocol Operation'" in out and b"PONG" not in out
 
 
+def test_wildcard_publish_subjects_are_stored_literally_unless_pedantic(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        answer = await nc.request(f"{stream_name}.x.*", b"star", timeout=5)
+        await nc.close()
+        return answer.data
+
+    assert b'"seq":1' in asyncio.run(run())
+    assert js.get_msg(stream_name, 1).subject == f"{stream_name}.x.*"
+    pedantic = b'CONNECT {"verbose":true,"pedantic":true}\r\n'
+    out = asyncio.run(_raw(gw.port, pedantic + f"PUB {stream_name}.y.> 1\r\nz\r\n"
+                                                "PING\r\n".encode()))
+    assert b"-ERR 'Invalid Publish Subject'" in out
+    assert js.stream_info(stream_name).state.messages == 1
+
+
 @pytest.mark.parametrize("options,good,bad", [
     ({"token": "t0k"}, b'{"auth_token":"t0k"}', b'{"auth_token":"nope"}'),
     ({"user": "u", "password": "p"}, b'{"user":"u","pass":"p"}', b'{"user":"u","pass":"x"}'),

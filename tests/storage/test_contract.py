@@ -464,7 +464,10 @@ def test_invalid_subject_and_closed(make):
     with pytest.raises(APIError):
         s.store_msg("a..b", b"", b"")
     with pytest.raises(APIError):
-        s.store_msg("a.*", b"", b"")
+        s.store_msg("a.>.b", b"", b"")
+    # '*' and '>' tokens are stored as literal tokens (as nats-server stores them)
+    assert s.store_msg("a.*", b"", b"")[0] == 1
+    assert s.load_msg(1).subject == "a.*"
     s.close()
     with pytest.raises(StoreFailedError):
         s.store_msg("a", b"", b"")
