@@ -41,7 +41,24 @@ from rayjet.api import (
 
 __version__ = "0.1.0"
 
-_LAZY = {"connect", "JetStream"}
+_LAZY = {"JetStream"}
+
+
+def connect(address: str | None = None, *, gateway: Any = None, **kwargs: Any) -> Any:
+    """Connect to rayjet: :func:`rayjet.client.connection.connect` takes ``data_dir``,
+    ``num_cpus``, ``timeout``, ``max_pending_async``, ``ray_init_kwargs`` and ``hosting``.
+
+    ``gateway`` also serves NATS clients from this process while the connection is open:
+    ``True`` (127.0.0.1:4222), a port, or :class:`rayjet.gateway.GatewayOptions` (or a dict
+    of its fields); ``js.gateway`` is then the running gateway (``.port``)."""
+    js = importlib.import_module("rayjet.client").connect(address, **kwargs)
+    if gateway is not None and gateway is not False:
+        try:
+            js.gateway = importlib.import_module("rayjet.gateway.embedded").serve(js, gateway)
+        except BaseException:
+            js.close()
+            raise
+    return js
 
 
 def __getattr__(name: str) -> Any:

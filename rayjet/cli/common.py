@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from rayjet.api.duration import format_duration, parse_duration
-from rayjet.client.ray_join import NO_CLUSTER_HINT, resolve_address
 from rayjet.errors import APIError, ServiceUnavailableError
 
 
@@ -155,19 +154,31 @@ def usage_error(message: str) -> None:
 
 
 # -- the connection -------------------------------------------------------------------------
-def connect() -> Any:
+def connect(*, gateway: bool = False) -> Any:
     """The connection of this invocation, opened on first use and closed at exit.
 
-    Inside a process that already runs Ray (the tests), with no --address, that session is
-    reused. Otherwise --address, $RAY_ADDRESS or "auto" must name a running cluster: a
-    local Ray is never started implicitly (that is `rayjet server start`).
+    ``gateway``: the command only needs what a NATS gateway serves (streams, consumers,
+    publishes), so when a rayjet gateway runs (``$RAYJET_GATEWAY``, else 127.0.0.1:4222) and
+    no --address was given, the command goes through it: a few NATS requests instead of a
+    Ray driver start. Otherwise, inside a process that already runs Ray (the tests), with no
+    --address, that session is reused; else --address, $RAY_ADDRESS or "auto" must name a
+    running cluster: a local Ray is never started implicitly (that is `rayjet server start`).
     """
     st = state()
     if st.js is not None:
         return st.js
-    import ray
+    if gateway and st.address is None and not _ray_running():
+        from rayjet.gateway.remote import GatewayJetStream, find_gateway
+
+        found = find_gateway(st.timeout)
+        if found is not None:
+            st.js = GatewayJetStream(found)
+            context().find_root().call_on_close(_closer(st))
+            return st.js
+    import ray  # here, not at the top: commands through a gateway never load Ray
 
     import rayjet
+    from rayjet.client.ray_join import NO_CLUSTER_HINT, resolve_address
 
     address = st.address
     if not (address is None and ray.is_initialized()):
@@ -180,6 +191,12 @@ def connect() -> Any:
         raise ServiceUnavailableError(err.description, hint=NO_CLUSTER_HINT) from None
     context().find_root().call_on_close(_closer(st))
     return st.js
+
+
+def _ray_running() -> bool:
+    """Does this process already run a Ray session (without importing Ray to find out)?"""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def _closer(st: State) -> Callable[[], None]:

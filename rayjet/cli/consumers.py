@@ -147,7 +147,7 @@ def add(
         cfg["headers_only"] = True
     if sample is not None:
         cfg["sample_freq"] = f"{sample}%"
-    info = c.connect().add_consumer(stream, ConsumerConfig(**cfg))
+    info = c.connect(gateway=True).add_consumer(stream, ConsumerConfig(**cfg))
     show_info(info, f"Consumer {info.stream_name} > {info.name} was created")
 
 
@@ -214,14 +214,14 @@ def show_info(info: Any, header: str | None = None) -> None:
 @c.command(app, "info")
 def info(stream: Stream, name: Consumer) -> None:
     """Configuration and delivery state of a consumer."""
-    show_info(c.connect().consumer_info(stream, name))
+    show_info(c.connect(gateway=True).consumer_info(stream, name))
 
 
 @c.command(app, "ls")
 def ls(stream: Stream,
        names: Annotated[bool, typer.Option("--names", "-n", help="names only")] = False) -> None:
     """List the consumers of a stream."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.stream_info(stream)  # 10059 for a missing stream
     if names:
         found = sorted(js.consumer_names(stream))
@@ -250,7 +250,7 @@ def ls(stream: Stream,
 @c.command(app, "rm")
 def rm(stream: Stream, name: Consumer, force: Force = False) -> None:
     """Delete a consumer."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.consumer_info(stream, name)
     confirm(f"Really delete consumer {stream} > {name}?", force)
     js.delete_consumer(stream, name)

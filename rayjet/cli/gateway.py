@@ -44,6 +44,9 @@ def gateway(
                          "cluster after this command returns")] = False,
     stop: Annotated[bool, typer.Option(
         "--stop", help="stop the detached gateway of --port on this node")] = False,
+    all_nodes: Annotated[bool, typer.Option(
+        "--all-nodes", help="with --detach or --stop: on every alive node of the cluster, "
+                            "not only this one")] = False,
 ) -> None:
     """Serve the NATS client protocol (core NATS and JetStream) until interrupted, or as a
     detached actor with --detach."""
@@ -53,15 +56,21 @@ def gateway(
         c.usage_error("--user and --password go together")
     if token and user:
         c.usage_error("use --token or --user/--password, not both")
+    if all_nodes and not (detach or stop):
+        c.usage_error("--all-nodes goes with --detach or --stop")
     js = c.connect()
+    nodes = [n["node_id"] for n in js.nodes()] if all_nodes else [None]
     if stop:
         from rayjet.gateway.actor import stop_detached
 
-        stopped = stop_detached(port)
+        stopped = [stop_detached(port, node) for node in nodes]
         if c.wants_json():
-            c.emit_json({"stopped": stopped, "port": port})
+            c.emit_json({"stopped": any(stopped), "port": port} if not all_nodes else
+                        {"stopped": sum(stopped), "port": port})
+        elif all_nodes:
+            print(f"stopped {sum(stopped)} gateway(s) on port {port}")
         else:
-            print(f"gateway on port {port} {'stopped' if stopped else 'was not running'}")
+            print(f"gateway on port {port} {'stopped' if stopped[0] else 'was not running'}")
         return
     if detach:
         if tls_cert or tls_key:
@@ -69,12 +78,15 @@ def gateway(
                           "for TLS")
         from rayjet.gateway.actor import start_detached
 
-        _, url = start_detached({"host": host, "port": port, "token": token, "user": user,
-                                 "password": password, "max_payload": max_payload})
+        options = {"host": host, "port": port, "token": token, "user": user,
+                   "password": password, "max_payload": max_payload}
+        urls = [start_detached(options, node)[1] for node in nodes]
         if c.wants_json():
-            c.emit_json({"url": url, "port": port})
+            c.emit_json({"url": urls[0], "port": port} if not all_nodes else
+                        {"urls": urls, "port": port})
         else:
-            print(f"rayjet gateway listening on {url} (detached)")
+            for url in urls:
+                print(f"rayjet gateway listening on {url} (detached)")
         return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
                              tls=tls_context(tls_cert, tls_key), max_payload=max_payload)

@@ -73,7 +73,7 @@ def pub(subject: Subject, body: Body = None, headers: Headers = None, count: Cou
                                              "messages (0: publish as one batch)")] = 0.0,
         ) -> None:
     """Publish to a stream's subject; every message is stored before this returns."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     msgs = _messages(subject, body, headers, count)
     if sleep or count == 1:
         answers: list[Any] = []
@@ -116,7 +116,7 @@ def pub(subject: Subject, body: Body = None, headers: Headers = None, count: Cou
 
 def req(subject: Subject, body: Body = None, headers: Headers = None, count: Count = 1) -> None:
     """Publish and show each PubAck with its round trip (as `nats req` to a stream)."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     out = c.console()
     acks = []
     for s, d, h in _messages(subject, body, headers, count):

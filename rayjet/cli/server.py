@@ -12,7 +12,6 @@ import typer
 from rayjet.cli import common as c
 from rayjet.cli import ray_head, report
 from rayjet.cli.streams import replicas_cell
-from rayjet.client.ray_join import set_auth_mode
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -97,8 +96,16 @@ def start(
     agent_port: Annotated[int, typer.Option(
         "--agent-port", min=1, max=65535,
         help="the HTTP port of Ray's dashboard agent (metrics, jobs)")] = 52365,
+    gateway: Annotated[bool, typer.Option(
+        "--gateway/--no-gateway", help="serve NATS clients (a detached gateway actor on "
+        "this node); `rayjet` commands then go through it")] = True,
+    gateway_port: Annotated[int, typer.Option(
+        "--gateway-port", min=1, max=65535, help="the gateway's port")] = 4222,
+    gateway_host: Annotated[str, typer.Option(
+        "--gateway-host", help="the address the gateway listens on")] = "127.0.0.1",
 ) -> None:
-    """Start a Ray head on this machine (`ray start --head`) and rayjet's meta group."""
+    """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
+    gateway."""
     node_labels = parse_labels(labels)
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
@@ -123,20 +130,41 @@ def start(
             "`ray start --head` failed: " + " / ".join(tail),
             hint="is a Ray head already running here? `rayjet server status` reports on it, "
                  "`rayjet server stop` stops it")
+    from rayjet.client.ray_join import set_auth_mode
+
     set_auth_mode(env["RAY_AUTH_MODE"])  # this process joins as the others will
     st.address = f"127.0.0.1:{port}"
     js = c.connect()  # creates the meta group, which keeps its log in --data-dir
+    url, problem = (start_gateway(gateway_host, gateway_port) if gateway
+                    else (None, None))
     if c.wants_json():
         c.emit_json({"address": st.address, "data_dir": str(js.data_dir),
-                     "nodes": len(js.nodes()), "auth": "token" if auth else "disabled"})
+                     "nodes": len(js.nodes()), "auth": "token" if auth else "disabled",
+                     "gateway": url, **({"gateway_error": problem} if problem else {})})
         return
     out = c.console()
     out.print(f"Ray head started at {st.address}, rayjet meta group ready "
               f"(data in {c.escape(js.data_dir)})")
+    if url:
+        out.print(f"NATS clients connect to {url}; `rayjet` commands use it")
+    elif problem:
+        c.err_console().print(f"[yellow]warning:[/] no gateway: {c.escape(problem)}")
     out.print(f"Use it from other shells with: export RAY_ADDRESS={st.address}")
     if auth:
         out.print("Token authentication is on: other machines need this machine's "
                   "~/.ray/auth_token (or RAY_AUTH_TOKEN)")
+
+
+def start_gateway(host: str, port: int) -> tuple[str | None, str | None]:
+    """The detached gateway's URL, or why it could not start (the head runs either way)."""
+    from rayjet.gateway.actor import start_detached
+
+    try:
+        return start_detached({"host": host, "port": port})[1], None
+    except Exception as exc:  # noqa: BLE001 - e.g. the port is taken: say so, keep the head
+        text = str(exc).strip().splitlines()
+        return None, (f"port {port} on {host} could not be had ({text[-1] if text else exc}); "
+                      "start one with `rayjet gateway --detach --port N`")
 
 
 @c.command(app, "stop")

@@ -278,7 +278,7 @@ def add(
                           "--defaults to capture the stream name")
         cfg = StreamConfig(name=name)
     cfg = apply_flags(cfg, flags)
-    info = c.connect().add_stream(cfg)
+    info = c.connect(gateway=True).add_stream(cfg)
     show_info(info, f"Stream {info.config.name} was created")
 
 
@@ -286,7 +286,7 @@ def add(
 def edit(name: Name, config: ConfigFile = None, force: Force = False,
          flags: dict | None = None) -> None:
     """Change a stream's editable settings (flags or a --config JSON file)."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     old = js.stream_info(name).config
     if config is not None:
         new = dataclasses.replace(load_config(config), name=name)
@@ -315,7 +315,7 @@ def info(name: Name,
              "--subjects", help="also count messages per subject matching this filter",
              show_default=False)] = None) -> None:
     """Configuration, cluster and state of a stream."""
-    show_info(c.connect().stream_info(name, subjects_filter=subjects))
+    show_info(c.connect(gateway=True).stream_info(name, subjects_filter=subjects))
 
 
 def _cluster(cluster: Any) -> tuple[str | None, list[Any]]:
@@ -406,7 +406,7 @@ def ls(subject: Annotated[str | None, typer.Option(
            "--subject", help="only streams capturing this subject", show_default=False)] = None,
        names: Annotated[bool, typer.Option("--names", "-n", help="names only")] = False) -> None:
     """List streams."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     if names:
         found = sorted(js.stream_names(subject))
         if c.wants_json():
@@ -433,7 +433,7 @@ def ls(subject: Annotated[str | None, typer.Option(
 @c.command(app, "rm")
 def rm(name: Name, force: Force = False) -> None:
     """Delete a stream and all its messages."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.stream_info(name)  # a missing stream fails before asking
     confirm(f"Really delete stream {name}?", force)
     js.delete_stream(name)
@@ -455,7 +455,7 @@ def purge(name: Name, force: Force = False,
     """Remove messages from a stream (all, or by subject, sequence or keep)."""
     if seq is not None and keep is not None:
         c.usage_error("--seq and --keep can not be combined")
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.stream_info(name)
     confirm(f"Really purge stream {name}?", force)
     purged = js.purge_stream(name, subject=subject, seq=seq, keep=keep)
@@ -498,7 +498,7 @@ def view(name: Name,
                                                    show_default=False)] = None,
          raw: Annotated[bool, typer.Option("--raw", help="message bodies only")] = False) -> None:
     """Show the messages of a stream, oldest first."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     info = js.stream_info(name)
     seq = max(start or 0, info.state.first_seq, 1)
     shown: list[Any] = []
@@ -529,7 +529,7 @@ def get(name: Name,
     """Show one message, by sequence or the last of a subject."""
     if (seq is None) == (last_for is None):
         c.usage_error("give a sequence or --last-for SUBJECT (one of them)")
-    msg = c.connect().get_msg(name, seq, last_by_subject=last_for, direct=direct)
+    msg = c.connect(gateway=True).get_msg(name, seq, last_by_subject=last_for, direct=direct)
     if c.wants_json():
         c.emit_json(_msg_json(msg))
     else:
@@ -542,7 +542,7 @@ def rmm(name: Name, seq: Annotated[int, typer.Argument(min=1, help="sequence")],
         erase: Annotated[bool, typer.Option("--erase", help="overwrite the data too")] = False,
         ) -> None:
     """Delete one message from a stream."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.stream_info(name)
     confirm(f"Really remove message {seq} from stream {name}?", force)
     js.delete_msg(name, seq, erase=erase)
@@ -583,7 +583,7 @@ def report(subject: Annotated[str | None, typer.Option(
         "--subject", help="only streams capturing this subject", show_default=False)] = None,
         ) -> None:
     """One line per stream: size, consumers and replica health (leader*, ~ behind, ! offline)."""
-    infos = sorted(c.connect().streams_info(subject), key=lambda i: i.config.name)
+    infos = sorted(c.connect(gateway=True).streams_info(subject), key=lambda i: i.config.name)
     rows = report_rows(infos)
     if c.wants_json():
         c.emit_json(rows)

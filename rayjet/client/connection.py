@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,6 +62,8 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
         self.max_pending_async = max_pending_async
         self._started_ray = started_ray
         self._closed = False
+        self._on_close: list[Callable[[], None]] = []
+        self.gateway: object | None = None  # rayjet.connect(gateway=...): its GatewayThread
         self._meta = meta_router()
         self._init_streams()
         self._init_publish()
@@ -95,9 +97,16 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
         if self._closed:
             return
         self._close_publish()
+        for fn in reversed(self._on_close):
+            fn()  # e.g. a gateway serving this connection: it stops before Ray does
+        self._on_close.clear()
         self._closed = True
         if self._started_ray and ray.is_initialized():
             ray.shutdown()
+
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when this connection closes (before a Ray it started stops)."""
+        self._on_close.append(fn)
 
     def _check_open(self) -> None:
         if self._closed:

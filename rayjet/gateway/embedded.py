@@ -8,6 +8,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from rayjet.errors import BadRequestError
 from rayjet.gateway.jetstream import JetStreamBridge
 from rayjet.gateway.server import Gateway, GatewayOptions
 
@@ -71,3 +72,30 @@ class GatewayThread:
             self.gateway.bridge.pool.shutdown(wait=False, cancel_futures=True)
             self._thread = None
             self._loop = None
+
+
+def serve(js: Any, gateway: bool | int | dict[str, Any] | GatewayOptions) -> GatewayThread:
+    """Serve NATS clients for ``js`` from this process until ``js.close()``: ``True`` on
+    127.0.0.1:4222, a port number, a dict of :class:`GatewayOptions` fields, or the options."""
+    if gateway is True:
+        options = GatewayOptions()
+    elif isinstance(gateway, int) and not isinstance(gateway, bool):
+        options = GatewayOptions(port=gateway)
+    elif isinstance(gateway, dict):
+        try:
+            options = GatewayOptions(**gateway)
+        except TypeError as exc:
+            raise BadRequestError(f"invalid gateway options: {exc}") from None
+    elif isinstance(gateway, GatewayOptions):
+        options = gateway
+    else:
+        raise BadRequestError("gateway must be True, a port, a dict of GatewayOptions fields "
+                              f"or GatewayOptions, not {gateway!r}")
+    thread = GatewayThread(js, options)
+    try:
+        thread.start()
+    except OSError as exc:
+        raise BadRequestError(f"the gateway cannot listen on {options.host}:{options.port}: "
+                              f"{exc.strerror or exc}") from None
+    js.on_close(thread.stop)
+    return thread

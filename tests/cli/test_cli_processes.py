@@ -43,7 +43,9 @@ class Shell:
 
     def __init__(self, address: str, data_dir: Path, ports: dict[str, int]) -> None:
         self.address, self.data_dir, self.ports = address, data_dir, ports
-        self.env = fresh_env(RAY_ADDRESS=address)
+        # the head's gateway: stream, consumer and publish commands go through it
+        self.gateway = f"nats://127.0.0.1:{ports['gateway']}"
+        self.env = fresh_env(RAY_ADDRESS=address, RAYJET_GATEWAY=self.gateway)
 
     def __call__(self, *args: object, code: int = 0, env: dict[str, str] | None = None,
                  timeout: float = 180) -> subprocess.CompletedProcess:
@@ -61,7 +63,7 @@ class Shell:
         return json.loads(self(
             "--json", "server", "start", "--data-dir", self.data_dir, "--port", p["gcs"],
             "--client-port", p["client"], "--agent-port", p["agent"], "--no-dashboard",
-            env=fresh_env()).stdout)
+            "--gateway-port", p["gateway"], env=fresh_env()).stdout)
 
     def stop(self) -> dict:
         return json.loads(self("--json", "server", "stop", "--port", self.ports["gcs"],
@@ -71,12 +73,14 @@ class Shell:
 @pytest.fixture(scope="module")
 def sh(ray_session, tmp_path_factory):
     # ray_session first: the test session's own Ray must exist before this head does
-    ports = {"gcs": free_port(), "client": free_port(), "agent": free_port()}
+    ports = {"gcs": free_port(), "client": free_port(), "agent": free_port(),
+             "gateway": free_port()}
     data_dir = tmp_path_factory.mktemp("cli-user") / "data"
     shell = Shell(f"127.0.0.1:{ports['gcs']}", data_dir, ports)
     try:
         started = shell.start()
         assert started["data_dir"] == str(data_dir) and started["auth"] == "token"
+        assert started["gateway"] == shell.gateway
         yield shell
     finally:
         subprocess.run([RAYJET, "server", "stop", "--port", str(ports["gcs"]), "--force"],
@@ -134,6 +138,37 @@ def test_seed_walkthrough_from_new_shells_survives_a_restart(sh, tmp_path):
     out.unlink()
     sh("object", "get", "files", "big.bin", "-O", out)
     assert out.read_bytes() == blob
+
+
+def test_commands_go_through_the_gateway_when_one_runs(sh):
+    """With the head's gateway found, stream, consumer and publish commands are NATS
+    requests: they work with no Ray reachable at all, and give the same answers and errors
+    as the Ray path; RAYJET_GATEWAY=off takes the Ray path."""
+    no_ray = {**sh.env, "RAY_ADDRESS": f"127.0.0.1:{free_port()}"}
+    sh("stream", "add", "VIAGW", "--subjects", "viagw.*", "--defaults", env=no_ray)
+    acks = sh.json("pub", "viagw.a", "m{{Count}}", "--count", "25", env=no_ray)
+    assert acks["published"] == 25 and [a["seq"] for a in acks["acks"]] == list(range(1, 26))
+    assert sh.json("req", "viagw.b", "one", "-H", "Nats-Msg-Id:x", env=no_ray)["seq"] == 26
+    assert sh.json("req", "viagw.b", "one", "-H", "Nats-Msg-Id:x", env=no_ray)["duplicate"]
+    msg = sh.json("stream", "get", "VIAGW", "26", env=no_ray)
+    assert msg["subject"] == "viagw.b" and msg["headers"] == {"Nats-Msg-Id": "x"}
+    sh("consumer", "add", "VIAGW", "W", "--pull", "--filter", "viagw.a", "--ack", "explicit",
+       "--deliver", "all", env=no_ray)
+    assert sh.json("consumer", "info", "VIAGW", "W", env=no_ray)["num_pending"] == 25
+    assert [c["name"] for c in sh.json("consumer", "ls", "VIAGW", env=no_ray)] == ["W"]
+    err = sh.json("stream", "info", "NOPE", code=1, env=no_ray)["error"]
+    assert err["err_code"] == 10059
+    err = sh.json("pub", "nowhere.x", "hi", code=1, env=no_ray)["error"]
+    assert err["err_code"] == 10059
+    sh("stream", "rmm", "VIAGW", "1", "-f", env=no_ray)
+    assert sh.json("stream", "purge", "VIAGW", "-f", env=no_ray)["purged"] == 25
+    # the Ray path sees what the gateway path did
+    info = sh.json("stream", "info", "VIAGW", env={**sh.env, "RAYJET_GATEWAY": "off"})
+    assert info["state"]["first_seq"] == 27 and info["state"]["messages"] == 0
+    sh("stream", "rm", "VIAGW", "-f", env=no_ray)
+    # without the gateway, and without Ray: a clear error
+    err = sh("stream", "ls", code=1, env={**no_ray, "RAYJET_GATEWAY": "off"}).stderr
+    assert "rayjet error" in err
 
 
 def test_no_cluster_and_stop_of_nothing_are_clear_errors(sh):

@@ -274,3 +274,27 @@ def test_unsub_with_a_count_stops_after_that_many(gateway, js, stream_name,  # n
             b'.d in.pull 12\r\n{"batch": 5}\r\n')
     out = asyncio.run(_raw(gw.port, hello + pull))
     assert out.count(b"MSG " + stream_name.encode() + b".a 7 $JS.ACK.") == 2
+
+
+def test_connect_with_a_gateway_serves_until_closed(js, stream_name, drop_new_streams):  # noqa: F811
+    import rayjet
+    from rayjet.errors import BadRequestError
+
+    with pytest.raises(BadRequestError, match="gateway must be"):
+        rayjet.connect(gateway="yes please")
+    port = _free_port()
+    own = rayjet.connect(gateway={"port": port})
+    assert own.gateway.port == port
+    own.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+
+    async def publish() -> int:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+        ack = await nc.jetstream().publish(f"{stream_name}.a", b"x")
+        await nc.close()
+        return ack.seq
+
+    assert asyncio.run(publish()) == 1
+    own.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    assert js.stream_info(stream_name).state.messages == 1

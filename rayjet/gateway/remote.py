@@ -1,0 +1,389 @@
+"""A blocking NATS client for short jobs: the ``rayjet`` CLI reaches a running gateway
+through it, so a command costs a few requests instead of starting a Ray driver.
+
+:class:`Requester` speaks the client protocol over one socket (CONNECT, one wildcard inbox
+subscription, pipelined requests); :class:`GatewayJetStream` offers the part of
+:class:`rayjet.client.JetStream` the CLI's stream, consumer and publish commands use, over
+``$JS.API``, answering with the same ``rayjet.api`` types and typed errors.
+
+:func:`find_gateway` looks for one: ``$RAYJET_GATEWAY`` (a ``nats://`` URL, credentials as
+``nats://token@host:port`` or ``nats://user:pass@host:port``; ``off`` never uses one), else
+a rayjet gateway on ``127.0.0.1:4222``. A socket that refuses, or a server that is not a
+rayjet gateway, means "none": the caller takes the Ray path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from rayjet.api import ConsumerConfig, StreamConfig
+from rayjet.api.headers import decode_headers, encode_headers
+from rayjet.api.info import ConsumerInfo, PubAck, RawStreamMsg, StreamInfo
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
+from rayjet.errors import TimeoutError as AnswerTimeout
+from rayjet.errors.exceptions import from_wire
+
+GATEWAY_ENV = "RAYJET_GATEWAY"
+DEFAULT_URL = "nats://127.0.0.1:4222"
+PROBE_TIMEOUT = 0.5  # seconds to reach a gateway before taking the Ray path
+API = "$JS.API."
+PIPELINE = 1000  # publishes in flight at once in publish_batch
+
+
+class NoGateway(Exception):
+    """Nothing usable listens there (refused, not a rayjet gateway, or TLS only)."""
+
+
+@dataclass
+class Reply:
+    data: bytes
+    headers: dict[str, str]
+    status: int = 0  # the status of a status message (503 no responders, 404 ...), else 0
+    description: str = ""
+
+
+def _status(block: bytes) -> tuple[int, str, dict[str, str]]:
+    first, _, _rest = block.partition(b"\r\n")
+    parts = first.decode("latin-1").split(None, 2)  # NATS/1.0 [code [description]]
+    code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    return code, parts[2] if len(parts) > 2 else "", decode_headers(block)
+
+
+class Requester:
+    """One connection to a NATS server; requests are answered on ``<inbox>.<n>``."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        parts = urlsplit(url if "://" in url else f"nats://{url}")
+        if parts.scheme not in ("nats", ""):
+            raise NoGateway(f"{parts.scheme}:// gateways are not used by the CLI")
+        self.timeout = timeout
+        try:
+            self.sock = socket.create_connection((parts.hostname or "127.0.0.1",
+                                                  parts.port or 4222), PROBE_TIMEOUT)
+        except OSError as exc:
+            raise NoGateway(str(exc)) from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        try:
+            self.sock.settimeout(PROBE_TIMEOUT)
+            line = self._line()
+            info = json.loads(line[5:]) if line.startswith(b"INFO ") else {}
+            if info.get("go") != "rayjet":
+                raise NoGateway("not a rayjet gateway")
+            if info.get("tls_required"):
+                raise NoGateway("the gateway serves TLS only")
+            self.max_payload = int(info.get("max_payload") or 1024 * 1024)
+            connect: dict[str, Any] = {"verbose": False, "pedantic": False, "headers": True,
+                                       "no_responders": True, "protocol": 1,
+                                       "name": "rayjet-cli", "lang": "python"}
+            if parts.username and parts.password is not None:
+                connect.update(user=unquote(parts.username), **{"pass": unquote(parts.password)})
+            elif parts.username:
+                connect["auth_token"] = unquote(parts.username)
+            self.inbox = "_INBOX." + secrets.token_hex(11)
+            self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n"
+                              + f"SUB {self.inbox}.* 1\r\n".encode())
+            while True:
+                line = self._line()
+                if line == b"PONG":
+                    break
+                if line.startswith(b"-ERR"):
+                    # a gateway that wants other credentials: an error, not a fallback
+                    raise ServiceUnavailableError(
+                        f"the gateway at {url} refused the connection: {line[5:].decode()}",
+                        hint=f"set {GATEWAY_ENV}=nats://token@host:port (or user:pass@), "
+                             f"or {GATEWAY_ENV}=off for the Ray path")
+        except (OSError, ValueError) as exc:
+            self.sock.close()
+            raise NoGateway(str(exc)) from None
+        except BaseException:
+            self.sock.close()
+            raise
+        self.sock.settimeout(None)
+        self._ids = itertools.count(1)
+
+    # -- frames ------------------------------------------------------------------------------
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ServiceUnavailableError("the gateway closed the connection")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while (end := self.buf.find(b"\r\n")) < 0:
+            self._fill()
+        line = bytes(self.buf[:end])
+        del self.buf[:end + 2]
+        return line
+
+    def _exactly(self, n: int) -> bytes:
+        while len(self.buf) < n + 2:
+            self._fill()
+        out = bytes(self.buf[:n])
+        del self.buf[:n + 2]
+        return out
+
+    def _next_message(self, deadline: float) -> tuple[str, bytes | None, bytes]:
+        """The next MSG/HMSG (subject, header block, payload); PINGs answered on the way."""
+        while True:
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                line = self._line()
+            except TimeoutError:  # the socket's
+                raise AnswerTimeout("the gateway did not answer in time") from None
+            verb, _, rest = line.partition(b" ")
+            verb = verb.upper()
+            if verb == b"MSG":
+                args = rest.split()
+                return args[0].decode(), None, self._exactly(int(args[-1]))
+            if verb == b"HMSG":
+                args = rest.split()
+                block = self._exactly(int(args[-1]))
+                hlen = int(args[-2])
+                return args[0].decode(), block[:hlen], block[hlen:]
+            if verb == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+            elif verb == b"-ERR":
+                raise ServiceUnavailableError(f"gateway error: {rest.decode()}")
+
+    # -- requests ----------------------------------------------------------------------------
+    def send(self, subject: str, payload: bytes = b"", headers: dict[str, str] | None = None
+             ) -> str:
+        """Publish with a fresh reply subject; returns it."""
+        reply = f"{self.inbox}.{next(self._ids)}"
+        self.sock.sendall(self._frame(subject, reply, payload, headers))
+        return reply
+
+    @staticmethod
+    def _frame(subject: str, reply: str, payload: bytes, headers: dict[str, str] | None
+               ) -> bytes:
+        if headers:
+            block = encode_headers(headers)
+            return (f"HPUB {subject} {reply} {len(block)} {len(block) + len(payload)}\r\n"
+                    .encode() + block + payload + b"\r\n")
+        return f"PUB {subject} {reply} {len(payload)}\r\n".encode() + payload + b"\r\n"
+
+    def replies(self, waiting: Iterable[str], timeout: float | None = None
+                ) -> dict[str, Reply]:
+        """The replies on the given reply subjects (any order)."""
+        want = set(waiting)
+        got: dict[str, Reply] = {}
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while want:
+            subject, block, data = self._next_message(deadline)
+            if subject not in want:
+                continue  # a late answer to an earlier, timed-out request
+            want.discard(subject)
+            code, text, headers = _status(block) if block else (0, "", {})
+            got[subject] = Reply(data, headers, code, text)
+        return got
+
+    def request(self, subject: str, payload: bytes = b"",
+                headers: dict[str, str] | None = None, timeout: float | None = None) -> Reply:
+        reply = self.send(subject, payload, headers)
+        return self.replies([reply], timeout)[reply]
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def find_gateway(timeout: float = 10.0) -> Requester | None:
+    """A connection to the gateway the CLI should use, or None (take the Ray path)."""
+    url = os.environ.get(GATEWAY_ENV, "").strip() or DEFAULT_URL
+    if url.lower() in ("off", "none", "0", "false", "no"):
+        return None
+    try:
+        return Requester(url, timeout)
+    except NoGateway:
+        return None
+
+
+def _answer(reply: Reply, what: str, *, publish: bool = False) -> dict[str, Any]:
+    if reply.status == 503 and publish:  # nothing captured it: as the Ray path says
+        raise NotFoundError(f"no stream captures subject {what!r}: add a stream whose "
+                            "subjects match it", spec="STREAM_NOT_FOUND")
+    if reply.status == 503:
+        raise ServiceUnavailableError(f"no responders for {what}")
+    if reply.status:
+        raise APIError(reply.description or f"status {reply.status}", code=reply.status)
+    doc = json.loads(reply.data)
+    if isinstance(doc, dict) and doc.get("error"):
+        raise from_wire(doc["error"])
+    return doc
+
+
+class GatewayJetStream:
+    """The CLI's part of :class:`rayjet.client.JetStream`, over a gateway's ``$JS.API``."""
+
+    via_gateway = True
+
+    def __init__(self, requester: Requester) -> None:
+        self.nc = requester
+        self.timeout = requester.timeout
+
+    def _api(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        payload = json.dumps(body).encode() if body else b""
+        return _answer(self.nc.request(API + path, payload), API + path)
+
+    def _paged(self, path: str, key: str, body: dict[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        while True:
+            doc = self._api(path, {**body, "offset": len(out)})
+            page = doc.get(key) or []
+            out.extend(page)
+            if not page or len(out) >= int(doc.get("total") or 0):
+                return out
+
+    # -- streams ---------------------------------------------------------------------------
+    def stream_names(self, subject: str | None = None) -> list[str]:
+        return self._paged("STREAM.NAMES", "streams", {"subject": subject} if subject else {})
+
+    def streams_info(self, subject: str | None = None) -> list[StreamInfo]:
+        docs = self._paged("STREAM.LIST", "streams", {"subject": subject} if subject else {})
+        return [StreamInfo.from_dict(d) for d in docs]
+
+    def stream_info(self, name: str, subjects_filter: str | None = None,
+                    deleted_details: bool = False) -> StreamInfo:
+        body: dict[str, Any] = {}
+        if subjects_filter:
+            body["subjects_filter"] = subjects_filter
+        if deleted_details:
+            body["deleted_details"] = True
+        return StreamInfo.from_dict(self._api(f"STREAM.INFO.{name}", body))
+
+    def add_stream(self, config: StreamConfig | dict | None = None, **params: Any
+                   ) -> StreamInfo:
+        cfg = StreamConfig.from_dict({**(_dict(config)), **params})
+        self._api(f"STREAM.CREATE.{cfg.name}", cfg.to_dict())
+        return self.stream_info(cfg.name)  # with its cluster, as the Ray path answers
+
+    def update_stream(self, config: StreamConfig | dict | None = None, **params: Any
+                      ) -> StreamInfo:
+        cfg = StreamConfig.from_dict({**(_dict(config)), **params})
+        return StreamInfo.from_dict(self._api(f"STREAM.UPDATE.{cfg.name}", cfg.to_dict()))
+
+    def delete_stream(self, name: str) -> bool:
+        return bool(self._api(f"STREAM.DELETE.{name}").get("success"))
+
+    def purge_stream(self, name: str, subject: str | None = None, seq: int | None = None,
+                     keep: int | None = None) -> int:
+        body = {k: v for k, v in (("filter", subject), ("seq", seq), ("keep", keep)) if v}
+        return int(self._api(f"STREAM.PURGE.{name}", body).get("purged") or 0)
+
+    def get_msg(self, name: str, seq: int | None = None, *, last_by_subject: str | None = None,
+                next_by_subject: str | None = None, direct: bool = False) -> RawStreamMsg:
+        if seq is None and not last_by_subject and not next_by_subject:
+            raise BadRequestError("get_msg needs seq, last_by_subject or next_by_subject")
+        body: dict[str, Any] = {}
+        if last_by_subject:
+            body["last_by_subj"] = last_by_subject
+        else:
+            body["seq"] = seq or 0
+            if next_by_subject:
+                body["next_by_subj"] = next_by_subject
+        if direct:
+            return self._direct_get(name, body)
+        msg = self._api(f"STREAM.MSG.GET.{name}", body)["message"]
+        return RawStreamMsg.from_dict({**msg, "stream": name})
+
+    def _direct_get(self, name: str, body: dict[str, Any]) -> RawStreamMsg:
+        reply = self.nc.request(f"{API}DIRECT.GET.{name}", json.dumps(body).encode())
+        if reply.status == 404:
+            raise NotFoundError("no message found", spec="NO_MESSAGE_FOUND")
+        if reply.status == 503:
+            raise ServiceUnavailableError(
+                f"stream {name!r} does not answer direct gets (allow_direct is off)")
+        if reply.status:
+            raise APIError(reply.description, code=reply.status)
+        h = dict(reply.headers)
+        return RawStreamMsg.from_dict({
+            "subject": h.pop("Nats-Subject", ""), "seq": int(h.pop("Nats-Sequence", 0)),
+            "time": h.pop("Nats-Time-Stamp", None), "stream": h.pop("Nats-Stream", name),
+            "data": reply.data, "hdrs": encode_headers(h) if h else None})
+
+    def delete_msg(self, name: str, seq: int, erase: bool = False) -> bool:
+        doc = self._api(f"STREAM.MSG.DELETE.{name}", {"seq": seq, "no_erase": not erase})
+        return bool(doc.get("success"))
+
+    # -- consumers -------------------------------------------------------------------------
+    def consumer_names(self, stream: str) -> list[str]:
+        return sorted(self._paged(f"CONSUMER.NAMES.{stream}", "consumers", {}))
+
+    def consumers_info(self, stream: str) -> list[ConsumerInfo]:
+        docs = self._paged(f"CONSUMER.LIST.{stream}", "consumers", {})
+        return [ConsumerInfo.from_dict(d) for d in docs]
+
+    def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
+        return ConsumerInfo.from_dict(self._api(f"CONSUMER.INFO.{stream}.{name}"))
+
+    def add_consumer(self, stream: str, config: ConsumerConfig | dict | None = None,
+                     **params: Any) -> ConsumerInfo:
+        cfg = ConsumerConfig.from_dict({**(_dict(config)), **params})
+        name = cfg.durable_name or cfg.name
+        path = f"CONSUMER.CREATE.{stream}" + (f".{name}" if name else "")
+        doc = self._api(path, {"stream_name": stream, "config": cfg.to_dict()})
+        return ConsumerInfo.from_dict(doc)
+
+    def delete_consumer(self, stream: str, name: str) -> bool:
+        return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
+
+    # -- publishing ------------------------------------------------------------------------
+    def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
+                stream: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
+        headers = dict(headers or {})
+        if stream:
+            headers["Nats-Expected-Stream"] = stream
+        reply = self.nc.request(subject, _bytes(payload), headers or None, timeout)
+        return PubAck.from_dict(_answer(reply, subject, publish=True))
+
+    def publish_batch(self, msgs: Iterable[tuple], **_: Any) -> list[PubAck | APIError]:
+        """Publish in order, up to PIPELINE requests in flight; one answer per message."""
+        items = list(msgs)
+        answers: list[PubAck | APIError] = []
+        for start in range(0, len(items), PIPELINE):
+            chunk = items[start:start + PIPELINE]
+            replies = [self.nc.send(m[0], _bytes(m[1]), m[2] if len(m) > 2 else None)
+                       for m in chunk]
+            got = self.nc.replies(replies, self.timeout + len(chunk) / 1000)
+            for m, r in zip(chunk, replies, strict=True):
+                try:
+                    answers.append(PubAck.from_dict(_answer(got[r], m[0], publish=True)))
+                except APIError as err:
+                    answers.append(err)
+        return answers
+
+    def close(self) -> None:
+        self.nc.close()
+
+
+def _dict(config: Any) -> dict[str, Any]:
+    if config is None:
+        return {}
+    return config.to_dict() if hasattr(config, "to_dict") else dict(config)
+
+
+def _bytes(data: Any) -> bytes:
+    if isinstance(data, str):
+        return data.encode()
+    return bytes(data or b"")
+
+
+__all__ = ["DEFAULT_URL", "GATEWAY_ENV", "GatewayJetStream", "NoGateway", "Reply", "Requester",
+           "find_gateway"]

@@ -1,0 +1,123 @@
+"""The CLI's blocking NATS client (rayjet.gateway.remote) against a core-only gateway (no
+Ray): finding a gateway, auth, pipelined requests, status replies and typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import nats
+import pytest
+
+from rayjet.errors import NotFoundError, ServiceUnavailableError
+from rayjet.gateway import Gateway, GatewayOptions
+from rayjet.gateway.remote import GatewayJetStream, Requester, find_gateway
+
+
+@pytest.fixture
+def core_gateway():
+    """start(**options) -> port of a core-only gateway with an echo responder on svc.echo
+    (the reply carries the request's headers back, and its payload reversed)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    running: list = []
+
+    def run(coro):
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(10)
+
+    def start(**options):
+        async def up():
+            gw = Gateway(GatewayOptions(port=0, **options))
+            await gw.start()
+            creds = {"token": options["token"]} if options.get("token") else {}
+            nc = await nats.connect(f"nats://127.0.0.1:{gw.port}", **creds)
+
+            async def echo(msg):
+                await msg.respond(msg.data[::-1]) if not msg.headers else \
+                    await nc.publish(msg.reply, msg.data[::-1], headers=msg.headers)
+
+            await nc.subscribe("svc.echo", cb=echo)
+            await nc.flush()
+            running.append((gw, nc))
+            return gw.port
+
+        return run(up())
+
+    yield start
+
+    async def down():
+        for gw, nc in running:
+            await nc.close()
+            await gw.stop()
+
+    run(down())
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_finding_a_gateway(core_gateway, monkeypatch):
+    port = core_gateway()
+    monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{port}")
+    found = find_gateway(5)
+    assert found is not None
+    found.close()
+    monkeypatch.setenv("RAYJET_GATEWAY", "off")
+    assert find_gateway(5) is None
+    monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{_free_port()}")  # refused
+    assert find_gateway(5) is None
+
+    # a NATS server that is not a rayjet gateway is not used
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+
+        def greet():
+            conn, _ = other.accept()
+            conn.sendall(b'INFO {"server_id":"N","go":"go1.24","max_payload":1048576}\r\n')
+            conn.recv(100)
+            conn.close()
+
+        threading.Thread(target=greet, daemon=True).start()
+        monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{other.getsockname()[1]}")
+        assert find_gateway(5) is None
+
+
+def test_requests_auth_and_statuses(core_gateway):
+    port = core_gateway(token="s3cret")
+    with pytest.raises(ServiceUnavailableError, match="Authorization Violation"):
+        Requester(f"nats://wrong@127.0.0.1:{port}")
+    nc = Requester(f"nats://s3cret@127.0.0.1:{port}", timeout=5)
+    try:
+        assert nc.request("svc.echo", b"abc").data == b"cba"
+        got = nc.request("svc.echo", b"xy", headers={"K": "v"})
+        assert (got.data, got.headers.get("K"), got.status) == (b"yx", "v", 0)
+        # pipelined: every reply finds its request, whatever order they come back in
+        replies = [nc.send("svc.echo", str(i).encode()) for i in range(200)]
+        got_all = nc.replies(replies)
+        assert [got_all[r].data for r in replies] == [str(i).encode()[::-1] for i in range(200)]
+        assert nc.request("nobody.home").status == 503
+    finally:
+        nc.close()
+
+
+def test_jetstream_calls_without_jetstream_are_typed_errors(core_gateway):
+    port = core_gateway()
+    js = GatewayJetStream(Requester(f"nats://127.0.0.1:{port}", timeout=5))
+    try:
+        with pytest.raises(ServiceUnavailableError, match="no responders"):
+            js.stream_names()
+        with pytest.raises(NotFoundError) as err:  # nothing captures it, as the Ray path says
+            js.publish("orders.new", b"x")
+        assert err.value.err_code == 10059
+        answers = js.publish_batch([("a.b", b"1"), ("a.c", b"2")])
+        assert [a.err_code for a in answers] == [10059, 10059]
+    finally:
+        js.close()
