@@ -475,7 +475,8 @@ class ConsumerReplica:
                 continue  # idle heartbeat: the fetch call itself is the liveness signal
             fetch = self._fetches.get(st.reply)
             if fetch is not None and not fetch.future.done():
-                fetch.status = (st.code, st.description)
+                # (code, description, pending messages, pending bytes)
+                fetch.status = (st.code, st.description, st.pending_msgs, st.pending_bytes)
                 fetch.leaving = True
                 # e.g. a 408 from the timer: messages decided earlier go out first
                 if not fetch.inflight:

@@ -15,16 +15,17 @@ from rayjet.cli import common as c
 
 
 def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    from rayjet.gateway.server import tls_context as load
+
     if cert is None and key is None:
         return None
     if cert is None or key is None:
         c.usage_error("TLS needs both --tls-cert and --tls-key")
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        ctx.load_cert_chain(str(cert), str(key))
+        return load(str(cert), str(key))
     except (OSError, ssl.SSLError) as exc:
         c.usage_error(f"cannot load the TLS certificate and key: {exc}")
-    return ctx
+    return None
 
 
 def gateway(
@@ -73,13 +74,13 @@ def gateway(
             print(f"gateway on port {port} {'stopped' if stopped[0] else 'was not running'}")
         return
     if detach:
-        if tls_cert or tls_key:
-            c.usage_error("--detach serves without TLS for now: run it in the foreground "
-                          "for TLS")
         from rayjet.gateway.actor import start_detached
 
         options = {"host": host, "port": port, "token": token, "user": user,
                    "password": password, "max_payload": max_payload}
+        if tls_context(tls_cert, tls_key) is not None:  # loadable here: checked early
+            # the actor loads them on its node (the same files must be there)
+            options.update(tls_cert=str(tls_cert.resolve()), tls_key=str(tls_key.resolve()))
         urls = [start_detached(options, node)[1] for node in nodes]
         if c.wants_json():
             c.emit_json({"url": urls[0], "port": port} if not all_nodes else

@@ -5,12 +5,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rayjet.cli import common as c
 from rayjet.cli import ray_head, report
+from rayjet.cli.gateway import tls_context
 from rayjet.cli.streams import replicas_cell
 
 app = typer.Typer(no_args_is_help=True)
@@ -103,10 +104,24 @@ def start(
         "--gateway-port", min=1, max=65535, help="the gateway's port")] = 4222,
     gateway_host: Annotated[str, typer.Option(
         "--gateway-host", help="the address the gateway listens on")] = "127.0.0.1",
+    gateway_token: Annotated[str | None, typer.Option(
+        "--gateway-token", help="NATS clients must CONNECT with this auth_token",
+        show_default=False)] = None,
+    gateway_tls_cert: Annotated[Path | None, typer.Option(
+        "--gateway-tls-cert", help="PEM certificate: the gateway serves TLS",
+        show_default=False)] = None,
+    gateway_tls_key: Annotated[Path | None, typer.Option(
+        "--gateway-tls-key", help="PEM private key of --gateway-tls-cert",
+        show_default=False)] = None,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
     gateway."""
     node_labels = parse_labels(labels)
+    gateway_options: dict[str, Any] = {"host": gateway_host, "port": gateway_port,
+                                       "token": gateway_token}
+    if gateway and tls_context(gateway_tls_cert, gateway_tls_key) is not None:
+        gateway_options.update(tls_cert=str(gateway_tls_cert.resolve()),
+                               tls_key=str(gateway_tls_key.resolve()))
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
            f"--dashboard-agent-listen-port={agent_port}",
@@ -135,8 +150,7 @@ def start(
     set_auth_mode(env["RAY_AUTH_MODE"])  # this process joins as the others will
     st.address = f"127.0.0.1:{port}"
     js = c.connect()  # creates the meta group, which keeps its log in --data-dir
-    url, problem = (start_gateway(gateway_host, gateway_port) if gateway
-                    else (None, None))
+    url, problem = start_gateway(gateway_options) if gateway else (None, None)
     if c.wants_json():
         c.emit_json({"address": st.address, "data_dir": str(js.data_dir),
                      "nodes": len(js.nodes()), "auth": "token" if auth else "disabled",
@@ -155,16 +169,17 @@ def start(
                   "~/.ray/auth_token (or RAY_AUTH_TOKEN)")
 
 
-def start_gateway(host: str, port: int) -> tuple[str | None, str | None]:
+def start_gateway(options: dict[str, Any]) -> tuple[str | None, str | None]:
     """The detached gateway's URL, or why it could not start (the head runs either way)."""
     from rayjet.gateway.actor import start_detached
 
     try:
-        return start_detached({"host": host, "port": port})[1], None
+        return start_detached(options)[1], None
     except Exception as exc:  # noqa: BLE001 - e.g. the port is taken: say so, keep the head
         text = str(exc).strip().splitlines()
-        return None, (f"port {port} on {host} could not be had ({text[-1] if text else exc}); "
-                      "start one with `rayjet gateway --detach --port N`")
+        return None, (f"port {options['port']} on {options['host']} could not be had "
+                      f"({text[-1] if text else exc}); start one with "
+                      "`rayjet gateway --detach --port N`")
 
 
 @c.command(app, "stop")

@@ -10,7 +10,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.names import NAMESPACE
 from rayjet.gateway.embedded import GatewayThread
-from rayjet.gateway.server import GatewayOptions
+from rayjet.gateway.server import GatewayOptions, tls_context
 
 
 class GatewayActor:
@@ -19,6 +19,10 @@ class GatewayActor:
     def __init__(self, options: dict[str, Any]) -> None:
         import rayjet
 
+        options = dict(options)
+        cert, key = options.pop("tls_cert", None), options.pop("tls_key", None)
+        if cert or key:  # PEM paths on this node: the context is made here, not shipped
+            options["tls"] = tls_context(cert, key)
         self.js = rayjet.connect()  # inside a Ray worker: this worker's session
         self.options = GatewayOptions(**options)
         self.server = GatewayThread(self.js, self.options)
@@ -38,7 +42,8 @@ def actor_name(node_id: str, port: int) -> str:
 
 def start_detached(options: dict[str, Any], node_id: str | None = None) -> tuple[Any, str]:
     """Start (or find) the gateway actor for ``options['port']`` on ``node_id`` (default:
-    this process's node); returns its handle and URL once it listens."""
+    this process's node); returns its handle and URL once it listens. ``options`` are
+    GatewayOptions fields, with TLS as ``tls_cert``/``tls_key`` PEM paths on that node."""
     node_id = node_id or ray.get_runtime_context().get_node_id()
     name = actor_name(node_id, int(options.get("port", 4222)))
     cls = ray.remote(GatewayActor)

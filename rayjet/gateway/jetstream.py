@@ -32,7 +32,7 @@ from rayjet.errors import (
 )
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
-from rayjet.gateway.pushing import PushPump
+from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import NO_RESPONDERS
 from rayjet.subjects import matches_any
 
@@ -46,6 +46,14 @@ NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 
 def _json(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _status(status: tuple) -> tuple[int, str, int, int]:
+    """A pull's ending status from the consumer: (code, description[, pending messages,
+    pending bytes])."""
+    code, description, *pending = status
+    msgs, nbytes = (pending + [0, 0])[:2]
+    return int(code), str(description), int(msgs), int(nbytes)
 
 
 class _Internal:
@@ -78,6 +86,7 @@ class JetStreamBridge:
         self._acks: dict[tuple[str, str], list] = defaultdict(list)
         self._links: dict[tuple[str, str], Any] = {}
         self._pumps: dict[tuple[str, str], PushPump] = {}
+        self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -90,6 +99,7 @@ class JetStreamBridge:
         self._stopping = False
         gateway.subscribe_internal("$JS.API.>", _Internal(self._on_api))
         gateway.subscribe_internal("$JS.ACK.>", _Internal(self._on_ack))
+        gateway.subscribe_internal(FC_PREFIX + ">", _Internal(self._on_flow_answer))
         await self.refresh_catalogue()
         self._spawn(self._publisher())
         self._spawn(self._catalogue_loop())
@@ -350,7 +360,10 @@ class JetStreamBridge:
             while True:
                 if not self.gateway.interest.has_interest(reply):
                     return  # nobody listens for the messages (nats-server drops the request)
-                left = NO_EXPIRY_PULL if end is None else max(end - time.monotonic(), 0.001)
+                if end is None:  # no_wait without expires answers at once (404 if empty)
+                    left = 0.0 if no_wait else NO_EXPIRY_PULL
+                else:
+                    left = max(end - time.monotonic(), 0.001)
                 try:
                     link = await self.link_for(stream, consumer)
                     got, status = await self.call(link.pull, batch, left, max_bytes,
@@ -369,16 +382,17 @@ class JetStreamBridge:
                     self.deliver(reply, got)
                     active[0] = time.monotonic()
                     batch -= len(got)
-                if status is not None and status.code != 100:
-                    if end is None and status.code == 408 and batch > 0 \
+                if status is not None and status[0] != 100:
+                    code, description, pending_msgs, pending_bytes = _status(status)
+                    if end is None and code == 408 and batch > 0 \
                             and self.gateway.interest.has_interest(reply):
                         continue  # no expiry: keep waiting while the requester listens
                     extra = []
-                    if status.code in (408, 409) and (status.pending_msgs or status.pending_bytes):
-                        extra = [("Nats-Pending-Messages", str(status.pending_msgs)),
-                                 ("Nats-Pending-Bytes", str(status.pending_bytes))]
-                    self.gateway.route(reply, None, P.status_header(
-                        status.code, status.description, extra), b"")
+                    if code in (408, 409) and (pending_msgs or pending_bytes):
+                        extra = [("Nats-Pending-Messages", str(pending_msgs)),
+                                 ("Nats-Pending-Bytes", str(pending_bytes))]
+                    self.gateway.route(reply, None, P.status_header(code, description, extra),
+                                       b"")
                     return
                 if batch <= 0 or no_wait or (end is not None and time.monotonic() >= end):
                     return
@@ -439,11 +453,22 @@ class JetStreamBridge:
         self._pumps[key] = pump
         pump.task = self._spawn(pump.run())
 
+    def expect_flow_answer(self, subject: str, pump: PushPump) -> None:
+        self._flow_waits[subject] = pump
+
+    def _on_flow_answer(self, subject: str, reply: str | None, hdr: bytes | None,
+                        payload: bytes) -> None:
+        pump = self._flow_waits.pop(subject, None)
+        if pump is not None:
+            pump.flow_answered(subject)
+
     def push_consumers(self) -> list[tuple[str, str]]:
         """(stream, consumer) of every push consumer the gateway feeds now."""
         return list(self._pumps)
 
     def pump_ended(self, pump: PushPump) -> None:
+        if pump.fc_subject is not None:
+            self._flow_waits.pop(pump.fc_subject, None)
         if self._pumps.get((pump.stream, pump.consumer)) is pump:
             del self._pumps[(pump.stream, pump.consumer)]
         self.forget_link(pump.stream, pump.consumer)

@@ -5,11 +5,19 @@ writes what it hands out there (one write per poll and subscriber); when nothing
 the consumer's ``idle_heartbeat`` it sends the ``100 Idle Heartbeat`` status with the last
 consumer and stream sequences, which ordered consumers use to find gaps. A subscriber that
 falls behind holds the pump back instead of growing the gateway's buffers.
+
+A consumer with ``flow_control`` gets nats-server's flow control: once half a window of
+bytes has gone out since the subscriber last confirmed, a ``100 FlowControl Request`` with a
+``$JS.FC.<stream>.<consumer>.<n>`` reply follows the messages; the client publishes to it
+when it has processed what came before. With a whole window unconfirmed the pump stalls, and
+its heartbeats carry ``Nats-Consumer-Stalled`` (the request's subject) so the client
+answers even if the request was lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -21,6 +29,8 @@ PUSH_MAX_BATCH = 4096  # ... and at most, while full polls come back
 POLL = 0.5  # seconds a poll waits for messages
 NO_INTEREST_CHECK = 2.0  # seconds between checks that an unwatched consumer still exists
 BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the pump waits
+FC_WINDOW = 8 * 1024 * 1024  # flow control: bytes out unconfirmed before the pump stalls
+FC_PREFIX = "$JS.FC."
 
 
 class PushPump:
@@ -35,6 +45,14 @@ class PushPump:
         self.last_cseq = 0
         self.last_sseq = 0
         self.batch = PUSH_BATCH
+        # flow control: the outstanding request's subject, the bytes it covers, the bytes
+        # delivered since the last confirmed request
+        self.fc_subject: str | None = None
+        self.fc_covers = 0
+        self.unconfirmed = 0
+        self.window_full = False  # the next message does not fit the window's room
+        self._fc_answered = asyncio.Event()
+        self._fc_ids = itertools.count(1)
 
     def stop(self) -> None:
         self._stopped = True
@@ -42,6 +60,37 @@ class PushPump:
     @property
     def heartbeat(self) -> float:
         return (self.config.get("idle_heartbeat") or 0) / 1e9
+
+    @property
+    def flow_control(self) -> bool:
+        return bool(self.config.get("flow_control"))
+
+    def flow_answered(self, subject: str) -> None:
+        """The subscriber answered a flow control request."""
+        if subject == self.fc_subject:
+            self.unconfirmed = max(0, self.unconfirmed - self.fc_covers)
+            self.fc_subject, self.fc_covers = None, 0
+            self.window_full = False
+            self._fc_answered.set()
+
+    def _ask_flow_control(self, deliver: str) -> None:
+        self.fc_subject = f"{FC_PREFIX}{self.stream}.{self.consumer}.{next(self._fc_ids)}"
+        self.fc_covers = self.unconfirmed
+        self.bridge.expect_flow_answer(self.fc_subject, self)
+        self.bridge.gateway.route(deliver, self.fc_subject,
+                                  P.status_header(100, "FlowControl Request"), b"")
+
+    @property
+    def stalled(self) -> bool:
+        return self.flow_control and (self.window_full or self.unconfirmed >= FC_WINDOW)
+
+    def _idle_heartbeat(self, deliver: str) -> None:
+        extra = [("Nats-Last-Consumer", str(self.last_cseq)),
+                 ("Nats-Last-Stream", str(self.last_sseq))]
+        if self.fc_subject is not None and self.stalled:
+            extra.append(("Nats-Consumer-Stalled", self.fc_subject))
+        self.bridge.gateway.route(deliver, None,
+                                  P.status_header(100, "Idle Heartbeat", extra), b"")
 
     async def run(self) -> None:
         try:
@@ -69,10 +118,25 @@ class PushPump:
                 await asyncio.sleep(0.01)
                 continue
             hb = self.heartbeat
+            if self.stalled:
+                # stalled until the subscriber confirms what it has
+                if self.fc_subject is None:
+                    self._ask_flow_control(deliver)
+                self._fc_answered.clear()
+                try:
+                    await asyncio.wait_for(self._fc_answered.wait(), min(hb or POLL, POLL))
+                except TimeoutError:
+                    if hb and time.monotonic() - last_activity >= hb:
+                        last_activity = time.monotonic()
+                        self._idle_heartbeat(deliver)
+                continue
             wait = min(POLL, hb) if hb else POLL
             try:
                 link = await self.bridge.link_for(self.stream, self.consumer)
-                got, status = await self.bridge.call(link.pull, self.batch, wait, 0, False, 0.0)
+                # flow control: no more in one poll than the window has room for
+                room = max(FC_WINDOW - self.unconfirmed, 1) if self.flow_control else 0
+                got, status = await self.bridge.call(link.pull, self.batch, wait, room, False,
+                                                     0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):
                 return
             except APIError:
@@ -89,13 +153,17 @@ class PushPump:
                 self.last_cseq = int(got.consumer_seq[-1])
                 self.last_sseq = int(got.stream_seq[-1])
                 last_activity = time.monotonic()
-            elif status is not None and status.code == 409 and "Deleted" in status.description:
+                if self.flow_control:
+                    self.unconfirmed += len(got.hdrs) + len(got.data)
+                    if self.fc_subject is None and self.unconfirmed >= FC_WINDOW // 2:
+                        self._ask_flow_control(deliver)
+            elif status is not None and status[0] == 409 and "Deleted" in status[1]:
                 return
+            elif status is not None and status[0] == 409 and room:
+                self.window_full = True  # the next message is bigger than the room left
             if hb and time.monotonic() - last_activity >= hb:
                 last_activity = time.monotonic()
-                gateway.route(deliver, None, P.status_header(100, "Idle Heartbeat", [
-                    ("Nats-Last-Consumer", str(self.last_cseq)),
-                    ("Nats-Last-Stream", str(self.last_sseq))]), b"")
+                self._idle_heartbeat(deliver)
 
     async def _exists(self) -> bool:
         try:

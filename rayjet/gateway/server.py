@@ -30,6 +30,14 @@ NO_RESPONDERS = P.status_header(503)
 TLS_HANDSHAKE_TIMEOUT = 5.0
 
 
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server-side TLS context from PEM files (OSError or ssl.SSLError when they cannot be
+    loaded)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
 @dataclass
 class GatewayOptions:
     host: str = "127.0.0.1"

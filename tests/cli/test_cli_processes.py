@@ -312,3 +312,35 @@ def test_detached_gateway_outlives_the_command(sh):
     with pytest.raises(ConnectionRefusedError):  # nothing listens any more
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     assert sh.json("stream", "info", "DETACHED")["state"]["messages"] == 1
+
+
+def test_detached_gateway_serves_tls(sh, tmp_path):
+    import asyncio
+    import ssl
+
+    import nats
+
+    from tests.gateway.test_gateway_tls import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    started = sh.json("gateway", "--detach", "--port", port, "--tls-cert", cert,
+                      "--tls-key", key)
+    assert started["url"] == f"tls://127.0.0.1:{port}"
+
+    async def roundtrip() -> bytes:
+        nc = await nats.connect(f"tls://localhost:{port}", max_reconnect_attempts=0,
+                                tls=ssl.create_default_context(cafile=str(cert)))
+        sub = await nc.subscribe("tls.x")
+        await nc.publish("tls.x", b"secret")
+        msg = await sub.next_msg(timeout=5)
+        await nc.close()
+        return msg.data
+
+    try:
+        assert asyncio.run(roundtrip()) == b"secret"
+    finally:
+        sh("gateway", "--stop", "--port", port)
+    bad = sh("gateway", "--detach", "--port", port, "--tls-cert", key, "--tls-key", key,
+             code=2)
+    assert "cannot load the TLS certificate" in bad.stderr

@@ -298,3 +298,105 @@ def test_connect_with_a_gateway_serves_until_closed(js, stream_name, drop_new_st
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     assert js.stream_info(stream_name).state.messages == 1
+
+
+def test_push_flow_control_stalls_until_the_subscriber_answers(
+        gateway, js, stream_name, drop_new_streams, monkeypatch):  # noqa: F811
+    from rayjet.gateway import pushing
+
+    monkeypatch.setattr(pushing, "FC_WINDOW", 16 * 1024)
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", b"x" * 1024)] * 100)  # 100 KB: six windows
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        got, requests, stalled = [], [], []
+
+        async def on_msg(msg):
+            if msg.headers and msg.headers.get("Status") == "100":
+                if msg.reply:
+                    requests.append(msg.reply)
+                elif msg.headers.get("Nats-Consumer-Stalled"):
+                    stalled.append(msg.headers["Nats-Consumer-Stalled"])
+            else:
+                got.append(msg)
+
+        await nc.subscribe("fc.deliver", cb=on_msg)  # a plain subscriber: it answers nothing
+        await nc.jetstream().add_consumer(stream_name, durable_name="FC",
+                                          deliver_subject="fc.deliver", ack_policy="none",
+                                          flow_control=True, idle_heartbeat=0.2)
+        deadline = time.monotonic() + 20
+        while not stalled and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        held = len(got)
+        # stalled at the window: a request went out, nothing more comes until it is answered
+        assert stalled and requests and stalled[-1] == requests[-1]
+        assert requests[0].startswith(f"$JS.FC.{stream_name}.FC.")
+        assert 8 <= held < 20  # about a window (16 KB) of 1 KB messages
+        await asyncio.sleep(0.5)
+        assert len(got) == held
+        # the answer (as nats.py sends it) lets the rest through, a window at a time
+        while len(got) < 100 and time.monotonic() < deadline:
+            if requests:
+                await nc.publish(requests.pop())
+            await asyncio.sleep(0.05)
+        await nc.close()
+        return [int(m.reply.split(".")[5]) for m in got]
+
+    assert asyncio.run(run()) == list(range(1, 101))  # each once, in order
+
+
+def test_nats_py_flow_controlled_subscriptions_get_everything(
+        gateway, js, stream_name, drop_new_streams, monkeypatch):  # noqa: F811
+    from rayjet.gateway import pushing
+
+    monkeypatch.setattr(pushing, "FC_WINDOW", 32 * 1024)
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", str(i).encode() * 300) for i in range(300)])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        sub = await jsc.subscribe(f"{stream_name}.m", ordered_consumer=True)
+        seqs = []
+        for _ in range(300):
+            msg = await sub.next_msg(timeout=10)
+            seqs.append(msg.metadata.sequence.stream)
+        await nc.close()
+        return seqs
+
+    assert asyncio.run(run()) == list(range(1, 301))
+
+
+def test_pull_requests_end_with_nats_server_statuses(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    gw = gateway()
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}.P"
+
+    async def ask(nc, sub, inbox, body: bytes):
+        await nc.publish(next_subject, body, reply=inbox)
+        msg = await sub.next_msg(timeout=10)
+        return msg.headers or {}, msg.data
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        await nc.jetstream().add_consumer(stream_name, durable_name="P", ack_policy="explicit")
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        out = [await ask(nc, sub, inbox, b'{"batch":1,"no_wait":true}'),
+               await ask(nc, sub, inbox, b'{"batch":2,"expires":200000000}')]
+        await nc.jetstream().publish(f"{stream_name}.a", b"x" * 100)
+        out.append(await ask(nc, sub, inbox, b'{"batch":1,"max_bytes":10}'))
+        out.append(await ask(nc, sub, inbox, b'{"batch":1,"no_wait":true}'))
+        await nc.close()
+        return out
+
+    empty, expired, too_big, one = asyncio.run(run())
+    assert empty[0]["Status"] == "404" and empty[0]["Description"] == "No Messages"
+    assert expired[0]["Status"] == "408"
+    assert expired[0]["Nats-Pending-Messages"] == "2"
+    assert too_big[0]["Status"] == "409" and "MaxBytes" in too_big[0]["Description"]
+    assert "Status" not in one[0] and one[1] == b"x" * 100
