@@ -72,6 +72,12 @@ class PubAcks(Sequence):
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def columns(self) -> tuple[list[str], list[int], list[int], dict[int, Any]]:
+        """The answers as columns, for writing them out without a PubAck per row: stream
+        names, each row's index into them, each row's seq, and the rows whose answer is not
+        a plain stored ack (an APIError, or a PubAck marked duplicate and the like)."""
+        return list(self._streams), self._stream.tolist(), self.seqs.tolist(), dict(self._other)
+
     def _one(self, i: int) -> Any:
         a = self._other.get(i)
         if a is not None:

@@ -39,10 +39,18 @@ class Interest:
         self._root = _Node()
         self._wildcards = 0
         self._cache: dict[str, tuple[list[Subscription], list[list[Subscription]]]] = {}
+        # all tokens but the last -> (wildcard subscriptions matched whatever the last token
+        # is, trie nodes the last token is looked up in): replies to inboxes ('_INBOX.x.7')
+        # are all different subjects under a few such prefixes
+        self._frontiers: dict[str, tuple[list[Subscription], list[_Node]]] = {}
         self._rng = rng or random.Random()
 
-    def add(self, sub: Subscription) -> None:
+    def _changed(self) -> None:
         self._cache.clear()
+        self._frontiers.clear()
+
+    def add(self, sub: Subscription) -> None:
+        self._changed()
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
             self._literal[sub.subject].append(sub)
@@ -57,7 +65,7 @@ class Interest:
             node.children.setdefault(toks[-1], _Node()).subs.append(sub)
 
     def remove(self, sub: Subscription) -> None:
-        self._cache.clear()
+        self._changed()
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
             subs = self._literal.get(sub.subject)
@@ -91,7 +99,20 @@ class Interest:
             return hit
         found = list(self._literal.get(subject, ()))
         if self._wildcards:
-            self._walk(self._root, subject.split("."), 0, found)
+            parent, _, last = subject.rpartition(".")
+            front = self._frontiers.get(parent)
+            if front is None:
+                front = self._frontier(parent)
+                if len(self._frontiers) >= _CACHE_LIMIT:
+                    self._frontiers.clear()
+                self._frontiers[parent] = front
+            found.extend(front[0])
+            for node in front[1]:
+                found.extend(node.rest)  # '>' takes the last token
+                for key in (last, "*"):
+                    child = node.children.get(key)
+                    if child is not None:
+                        found.extend(child.subs)
         plain = [s for s in found if s.queue is None]
         groups: dict[str, list[Subscription]] = {}
         for s in found:
@@ -119,16 +140,20 @@ class Interest:
         plain, groups = self.match(subject)
         return bool(plain or groups)
 
-    def _walk(self, node: _Node, toks: list[str], i: int, out: list[Subscription]) -> None:
-        if i == len(toks):
-            return
-        out.extend(node.rest)  # ">" matches one or more remaining tokens
-        last = i == len(toks) - 1
-        for key in (toks[i], "*"):
-            child = node.children.get(key)
-            if child is None:
-                continue
-            if last:
-                out.extend(child.subs)
-            else:
-                self._walk(child, toks, i + 1, out)
+    def _frontier(self, parent: str) -> tuple[list[Subscription], list[_Node]]:
+        """Follow the tokens of ``parent`` through the trie: the '>' subscriptions passed on
+        the way (they match whatever follows) and the nodes reached."""
+        passed: list[Subscription] = []
+        nodes = [self._root]
+        for tok in parent.split(".") if parent else ():
+            reached = []
+            for node in nodes:
+                passed.extend(node.rest)
+                for key in (tok, "*"):
+                    child = node.children.get(key)
+                    if child is not None:
+                        reached.append(child)
+            nodes = reached
+            if not nodes:
+                break
+        return passed, nodes

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
+from rayjet.client.column_publish import PubAcks
 from rayjet.errors import (
     APIError,
     ConsumerNotFoundError,
@@ -39,6 +40,7 @@ from rayjet.subjects import matches_any
 log = logging.getLogger(__name__)
 
 PUBLISH_BATCH = 2000  # messages per publish_batch call at most
+TABLE_FROM = 32  # publishes that leave as an Arrow table (fewer: the list form costs less)
 CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
 MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
@@ -240,27 +242,30 @@ class JetStreamBridge:
     async def _store(self, batch: list[tuple]) -> list[bytes]:
         """Store a run of publishes; the PubAck (or error) document of each. Header blocks
         are stored as the client sent them (a NATS client reads them back byte for byte)."""
-        if any(m[2] for m in batch):
-            msgs: Any = pa.table({
-                "subject": pa.array([m[0] for m in batch], pa.string()),
-                "data": pa.array([m[3] for m in batch], pa.binary()),
-                "headers": pa.array([m[2] or None for m in batch], pa.binary())})
+        headers = any(m[2] for m in batch)
+        if headers or len(batch) >= TABLE_FROM:
+            cols = {"subject": pa.array([m[0] for m in batch], pa.string()),
+                    "data": pa.array([m[3] for m in batch], pa.binary())}
+            if headers:
+                cols["headers"] = pa.array([m[2] or None for m in batch], pa.binary())
+            msgs: Any = pa.table(cols)
             one = msgs.slice
-        else:  # no header blocks: the list form costs less for a few messages
+        else:  # a few messages without header blocks: the list form costs less
             msgs = [(m[0], m[3], None) for m in batch]
 
             def one(i: int, n: int) -> list:
                 return msgs[i:i + n]
         try:
-            answers = list(await self.call(self._publish_batch, msgs))
+            return _ack_documents(await self.call(self._publish_batch, msgs))
         except Exception:  # noqa: BLE001 - refused as a whole: answer each on its own
-            answers = []
+            answers: list[bytes] = []
             for i in range(len(batch)):
                 try:
-                    answers.extend(await self.call(self._publish_batch, one(i, 1)))
+                    answers.extend(_ack_documents(
+                        await self.call(self._publish_batch, one(i, 1))))
                 except Exception as exc:  # noqa: BLE001
-                    answers.append(exc)
-        return [_pub_ack_json(a) for a in answers]
+                    answers.append(_pub_ack_json(exc))
+            return answers
 
     # -- $JS.API ---------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str | None, hdr: bytes | None,
@@ -526,6 +531,19 @@ class JetStreamBridge:
         for (_, _, _), reply in nexts:
             if reply:
                 self._spawn(self.serve_pull(key[0], key[1], reply, _pull_request(b"")))
+
+
+def _ack_documents(answers: Any) -> list[bytes]:
+    """The answer document of each publish; a table's answers (PubAcks) are written from
+    their columns, a PubAck made only for the rows that are not a plain stored ack."""
+    if not isinstance(answers, PubAcks):
+        return [_pub_ack_json(a) for a in answers]
+    names, which, seqs, other = answers.columns()
+    heads = [b'{"stream":%s,"seq":' % json.dumps(n).encode() for n in names] or [b""]
+    out = [b"%s%d}" % (heads[w], s) for w, s in zip(which, seqs)]
+    for row, a in other.items():
+        out[row] = _pub_ack_json(a)
+    return out
 
 
 def _pub_ack_json(answer: Any) -> bytes:

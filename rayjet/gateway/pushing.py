@@ -29,7 +29,7 @@ PUSH_MAX_BATCH = 4096  # ... and at most, while full polls come back
 POLL = 0.5  # seconds a poll waits for messages
 NO_INTEREST_CHECK = 2.0  # seconds between checks that an unwatched consumer still exists
 BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the pump waits
-FC_WINDOW = 8 * 1024 * 1024  # flow control: bytes out unconfirmed before the pump stalls
+FC_WINDOW = 32 * 1024 * 1024  # flow control: bytes out unconfirmed before a stall (nats-server's)
 FC_PREFIX = "$JS.FC."
 
 

@@ -400,3 +400,40 @@ def test_pull_requests_end_with_nats_server_statuses(
     assert expired[0]["Nats-Pending-Messages"] == "2"
     assert too_big[0]["Status"] == "409" and "MaxBytes" in too_big[0]["Description"]
     assert "Status" not in one[0] and one[1] == b"x" * 100
+
+
+def test_a_batch_of_publishes_answers_each_one(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    """Publishes that leave together as one table across two streams, with duplicates
+    and refusals among them: each gets its own answer, in order."""
+    import json
+
+    other = stream_name[:-1] + "X"
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], duplicate_window=60)
+    js.add_stream(name=other, subjects=[f"{other}.>"], max_msg_size=10)
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        asks = []
+        for i in range(120):
+            if i % 3 == 0:
+                asks.append(nc.request(f"{other}.{i}", b"y" * (5 if i % 2 else 50), timeout=20))
+            elif i % 10 == 1:
+                asks.append(nc.request(f"{stream_name}.d", b"d", timeout=20,
+                                       headers={"Nats-Msg-Id": "same"}))
+            else:
+                asks.append(nc.request(f"{stream_name}.{i}", b"x", timeout=20))
+        replies = await asyncio.gather(*asks)  # sent together: they leave as one batch
+        await nc.close()
+        return [json.loads(r.data) for r in replies]
+
+    answers = asyncio.run(run())
+    ours = [a for i, a in enumerate(answers) if i % 3]
+    assert [a["seq"] for a in ours if not a.get("duplicate")] == list(range(1, 80 - 7 + 1))
+    assert sum(1 for a in ours if a.get("duplicate")) == 7
+    assert all(a["stream"] == stream_name for a in ours)
+    small = [a for i, a in enumerate(answers) if i % 3 == 0 and i % 2]
+    big = [a for i, a in enumerate(answers) if i % 3 == 0 and not i % 2]
+    assert [a["seq"] for a in small] == list(range(1, len(small) + 1))
+    assert all(a["error"]["err_code"] == 10054 for a in big)
