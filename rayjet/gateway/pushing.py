@@ -31,6 +31,7 @@ NO_INTEREST_CHECK = 2.0  # seconds between checks that an unwatched consumer sti
 BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the pump waits
 FC_WINDOW = 32 * 1024 * 1024  # flow control: bytes out unconfirmed before a stall (nats-server's)
 FC_PREFIX = "$JS.FC."
+ROOM_CHECK_FROM = 4 * 1024 * 1024  # window room below which polls carry a byte limit
 
 
 class PushPump:
@@ -133,8 +134,10 @@ class PushPump:
             wait = min(POLL, hb) if hb else POLL
             try:
                 link = await self.bridge.link_for(self.stream, self.consumer)
-                # flow control: no more in one poll than the window has room for
-                room = max(FC_WINDOW - self.unconfirmed, 1) if self.flow_control else 0
+                # flow control: near the window's end, no more in a poll than it has room
+                # for (a byte limit costs the consumer per message: only where it matters)
+                room = FC_WINDOW - self.unconfirmed if self.flow_control else 0
+                room = max(room, 1) if room < ROOM_CHECK_FROM else 0
                 got, status = await self.bridge.call(link.pull, self.batch, wait, room, False,
                                                      0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):
