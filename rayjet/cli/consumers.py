@@ -292,7 +292,7 @@ def _consume(stream: str, name: str, count: int | None, no_ack: bool, wait: floa
 
     ``next`` (not following) fails when nothing comes within ``wait``; ``sub`` (following)
     stops after ``wait`` idle seconds, or runs until interrupted when ``wait`` is None."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     info = js.consumer_info(stream, name)  # 10014 for a missing consumer: never create one
     acks = info.config.ack_policy is not AckPolicy.NONE and not no_ack
     sub = js.pull_subscribe(durable=name, stream=stream)

@@ -73,7 +73,7 @@ def add(bucket: Bucket,
         else -1,
         max_bytes=c.parse_size(max_bucket_size, "--max-bucket-size") if max_bucket_size
         else -1)
-    kv = c.connect().create_key_value(cfg)
+    kv = c.connect(gateway=True).create_key_value(cfg)
     _show_status(kv.status(), f"Bucket {bucket} was created")
 
 
@@ -98,7 +98,7 @@ def _show_status(st: Any, header: str | None = None) -> None:
 @c.command(app, "status")
 def status(bucket: Bucket) -> None:
     """A bucket's settings and size."""
-    _show_status(c.connect().key_value(bucket).status())
+    _show_status(c.connect(gateway=True).key_value(bucket).status())
 
 
 @c.command(app, "ls")
@@ -106,7 +106,7 @@ def ls(bucket: Annotated[str | None, typer.Argument(
         help="list this bucket's keys (default: list the buckets)", show_default=False)] = None
        ) -> None:
     """List buckets, or the keys of one bucket."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     if bucket:
         _print_names(sorted(js.key_value(bucket).keys()), f"No keys in {bucket}")
         return
@@ -129,14 +129,14 @@ def keys(bucket: Bucket,
          filters: Annotated[list[str] | None, typer.Argument(
              help="key patterns with * and >", show_default=False)] = None) -> None:
     """The keys that have a value."""
-    kv = c.connect().key_value(bucket)
+    kv = c.connect(gateway=True).key_value(bucket)
     _print_names(sorted(kv.keys(filters or None)), f"No keys in {bucket}")
 
 
 @c.command(app, "put")
 def put(bucket: Bucket, key: Key, value: Value = None) -> None:
     """Set a key's value."""
-    rev = c.connect().key_value(bucket).put(key, _value(value))
+    rev = c.connect(gateway=True).key_value(bucket).put(key, _value(value))
     _revision("put", bucket, key, rev)
 
 
@@ -150,7 +150,7 @@ def _revision(op: str, bucket: str, key: str, rev: int) -> None:
 @c.command(app, "create")
 def create(bucket: Bucket, key: Key, value: Value = None) -> None:
     """Set a key only when it has no value."""
-    rev = c.connect().key_value(bucket).create(key, _value(value))
+    rev = c.connect(gateway=True).key_value(bucket).create(key, _value(value))
     _revision("create", bucket, key, rev)
 
 
@@ -159,7 +159,7 @@ def update(bucket: Bucket, key: Key, value: Annotated[str, typer.Argument(help="
            revision: Annotated[int, typer.Argument(min=0, help="the revision it must have")]
            ) -> None:
     """Set a key only when its last revision is REVISION (compare and set)."""
-    rev = c.connect().key_value(bucket).update(key, value.encode(), last=revision)
+    rev = c.connect(gateway=True).key_value(bucket).update(key, value.encode(), last=revision)
     _revision("update", bucket, key, rev)
 
 
@@ -169,7 +169,7 @@ def get(bucket: Bucket, key: Key,
                             ] = None,
         raw: Annotated[bool, typer.Option("--raw", help="the value only")] = False) -> None:
     """A key's value (the latest, or --revision)."""
-    e = c.connect().key_value(bucket).get(key, revision=revision)
+    e = c.connect(gateway=True).key_value(bucket).get(key, revision=revision)
     if c.wants_json():
         c.emit_json(entry_dict(e))
     elif raw:
@@ -182,7 +182,7 @@ def get(bucket: Bucket, key: Key,
 def delete(bucket: Bucket, key: Key, force: Force = False) -> None:
     """Delete a key (its history stays)."""
     confirm(f"Really delete key {key}?", force)
-    c.connect().key_value(bucket).delete(key)
+    c.connect(gateway=True).key_value(bucket).delete(key)
     _done("deleted", bucket, key)
 
 
@@ -190,7 +190,7 @@ def delete(bucket: Bucket, key: Key, force: Force = False) -> None:
 def purge(bucket: Bucket, key: Key, force: Force = False) -> None:
     """Delete a key and its history."""
     confirm(f"Really purge key {key}?", force)
-    c.connect().key_value(bucket).purge(key)
+    c.connect(gateway=True).key_value(bucket).purge(key)
     _done("purged", bucket, key)
 
 
@@ -204,7 +204,7 @@ def _done(what: str, bucket: str, key: str) -> None:
 @c.command(app, "history")
 def history(bucket: Bucket, key: Key) -> None:
     """Every kept revision of a key."""
-    entries = c.connect().key_value(bucket).history(key)
+    entries = c.connect(gateway=True).key_value(bucket).history(key)
     if c.wants_json():
         c.emit_json([entry_dict(e) for e in entries])
         return
@@ -259,7 +259,7 @@ def watch(bucket: Bucket,
 @c.command(app, "rm")
 def rm(bucket: Bucket, force: Force = False) -> None:
     """Delete a bucket and everything in it."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     js.key_value(bucket)
     confirm(f"Really delete bucket {bucket}?", force)
     js.delete_key_value(bucket)

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 PUBLISH_BATCH = 2000  # messages per publish_batch call at most
 TABLE_FROM = 32  # publishes that leave as an Arrow table (fewer: the list form costs less)
+CATALOGUE_RECHECK = 0.25  # s: a publish nothing captured rechecks a catalogue this old
 CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
 MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
@@ -89,6 +90,8 @@ class JetStreamBridge:
         self._links: dict[tuple[str, str], Any] = {}
         self._pumps: dict[tuple[str, str], PushPump] = {}
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
+        self._refreshed = 0.0  # when the catalogue was last asked for (monotonic)
+        self._refreshing: asyncio.Future | None = None
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -138,7 +141,30 @@ class JetStreamBridge:
             self.pool, partial(fn, *args, **kwargs))
 
     # -- the stream catalogue --------------------------------------------------------------
+    def catalogue_stale(self) -> bool:
+        """Is the stream catalogue old enough that a subject nothing captured may belong
+        to a stream made since (by another client, or the Python API)? Also while a
+        recheck's refresh runs: what misses meanwhile waits for it too."""
+        return (time.monotonic() - self._refreshed > CATALOGUE_RECHECK
+                or (self._refreshing is not None and not self._refreshing.done()))
+
+    def recheck(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
+                on_miss: Any) -> None:
+        """Capture ``subject`` after a fresh look at the catalogue; ``on_miss()`` when no
+        stream captures it even then (publishes keep their order: they wait in line)."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshed = time.monotonic()
+            self._refreshing = asyncio.ensure_future(self.refresh_catalogue())
+        self._spawn(self._recheck(self._refreshing, subject, reply, hdr, payload, on_miss))
+
+    async def _recheck(self, refreshing: asyncio.Future, subject: str, reply: str | None,
+                       hdr: bytes | None, payload: bytes, on_miss: Any) -> None:
+        await asyncio.shield(refreshing)
+        if not self.capture(subject, reply, hdr, payload):
+            on_miss()
+
     async def refresh_catalogue(self) -> None:
+        self._refreshed = time.monotonic()
         try:
             configs = await self.call(self.js.stream_configs)
         except APIError as exc:

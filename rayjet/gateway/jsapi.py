@@ -8,6 +8,7 @@ JSON, so :mod:`rayjet.gateway.jetstream` serves them itself.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
+from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
 from rayjet.subjects import subjects_collide
 
@@ -118,8 +120,15 @@ def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
     return StreamConfig.from_dict({**body, "name": name})
 
 
+BUCKET_STREAM_PREFIXES = ("KV_", "OBJ_")
+
+
 def stream_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    return stream_json(js.add_stream(_stream_config(tokens, body)), created=True)
+    cfg = _stream_config(tokens, body)
+    if cfg.hosting is None and cfg.name.startswith(BUCKET_STREAM_PREFIXES):
+        # a KV or object store bucket, as the Python API makes them: in shared hosts
+        cfg = dataclasses.replace(cfg, hosting=SHARED_HOSTING)
+    return stream_json(js.add_stream(cfg), created=True)
 
 
 def stream_update(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:

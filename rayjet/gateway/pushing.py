@@ -136,8 +136,9 @@ class PushPump:
                 link = await self.bridge.link_for(self.stream, self.consumer)
                 # flow control: near the window's end, no more in a poll than it has room
                 # for (a byte limit costs the consumer per message: only where it matters)
-                room = FC_WINDOW - self.unconfirmed if self.flow_control else 0
-                room = max(room, 1) if room < ROOM_CHECK_FROM else 0
+                room = 0  # no byte limit
+                if self.flow_control and FC_WINDOW - self.unconfirmed < ROOM_CHECK_FROM:
+                    room = max(FC_WINDOW - self.unconfirmed, 1)
                 got, status = await self.bridge.call(link.pull, self.batch, wait, room, False,
                                                      0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):

@@ -3,8 +3,9 @@ through it, so a command costs a few requests instead of starting a Ray driver.
 
 :class:`Requester` speaks the client protocol over one socket (CONNECT, one wildcard inbox
 subscription, pipelined requests); :class:`GatewayJetStream` offers the part of
-:class:`rayjet.client.JetStream` the CLI's stream, consumer and publish commands use, over
-``$JS.API``, answering with the same ``rayjet.api`` types and typed errors.
+:class:`rayjet.client.JetStream` the CLI's stream, consumer, publish and key-value commands
+use, over ``$JS.API``, answering with the same ``rayjet.api`` types and typed errors (a
+bucket is :class:`rayjet.kv.KeyValue` over this connection, as over the Ray one).
 
 :func:`find_gateway` looks for one: ``$RAYJET_GATEWAY`` (a ``nats://`` URL, credentials as
 ``nats://token@host:port`` or ``nats://user:pass@host:port``; ``off`` never uses one), else
@@ -14,34 +15,44 @@ rayjet gateway, means "none": the caller takes the Ray path.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from rayjet.api import ConsumerConfig, StreamConfig
+from rayjet.api import ConsumerConfig, KeyValueConfig, StreamConfig
 from rayjet.api.headers import decode_headers, encode_headers
 from rayjet.api.info import ConsumerInfo, PubAck, RawStreamMsg, StreamInfo
 from rayjet.errors import (
     APIError,
     BadRequestError,
+    BucketNotFoundError,
+    NoMessagesError,
     NotFoundError,
     ServiceUnavailableError,
+    StreamNotFoundError,
 )
 from rayjet.errors import TimeoutError as AnswerTimeout
 from rayjet.errors.exceptions import from_wire
+from rayjet.kv import KeyValue, bucket_of_stream
+from rayjet.kv import bucket_stream_config as kv_stream_config
+from rayjet.kv import stream_name as kv_stream_name
 
 GATEWAY_ENV = "RAYJET_GATEWAY"
 DEFAULT_URL = "nats://127.0.0.1:4222"
 PROBE_TIMEOUT = 0.5  # seconds to reach a gateway before taking the Ray path
 API = "$JS.API."
 PIPELINE = 1000  # publishes in flight at once in publish_batch
+SCAN_PAGE = 1000  # messages a scan asks for at a time
+SCAN_IDLE_NS = 60 * 10**9  # a scan's consumer goes if the scan is abandoned this long
 
 
 class NoGateway(Exception):
@@ -137,8 +148,9 @@ class Requester:
         del self.buf[:n + 2]
         return out
 
-    def _next_message(self, deadline: float) -> tuple[str, bytes | None, bytes]:
-        """The next MSG/HMSG (subject, header block, payload); PINGs answered on the way."""
+    def _next_message(self, deadline: float) -> tuple[str, str, str, bytes | None, bytes]:
+        """The next MSG/HMSG (sid, subject, reply, header block, payload); PINGs answered
+        on the way."""
         while True:
             self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             try:
@@ -147,14 +159,17 @@ class Requester:
                 raise AnswerTimeout("the gateway did not answer in time") from None
             verb, _, rest = line.partition(b" ")
             verb = verb.upper()
-            if verb == b"MSG":
-                args = rest.split()
-                return args[0].decode(), None, self._exactly(int(args[-1]))
-            if verb == b"HMSG":
-                args = rest.split()
-                block = self._exactly(int(args[-1]))
-                hlen = int(args[-2])
-                return args[0].decode(), block[:hlen], block[hlen:]
+            if verb in (b"MSG", b"HMSG"):
+                args = [a.decode() for a in rest.split()]
+                if verb == b"MSG":  # subject sid [reply] size
+                    data, block = self._exactly(int(args[-1])), None
+                    reply = args[2] if len(args) == 4 else ""
+                else:  # subject sid [reply] header-size total-size
+                    whole = self._exactly(int(args[-1]))
+                    hlen = int(args[-2])
+                    block, data = whole[:hlen], whole[hlen:]
+                    reply = args[2] if len(args) == 5 else ""
+                return args[1], args[0], reply, block, data
             if verb == b"PING":
                 self.sock.sendall(b"PONG\r\n")
             elif verb == b"-ERR":
@@ -184,7 +199,7 @@ class Requester:
         got: dict[str, Reply] = {}
         deadline = time.monotonic() + (timeout or self.timeout)
         while want:
-            subject, block, data = self._next_message(deadline)
+            _sid, subject, _reply, block, data = self._next_message(deadline)
             if subject not in want:
                 continue  # a late answer to an earlier, timed-out request
             want.discard(subject)
@@ -196,6 +211,34 @@ class Requester:
                 headers: dict[str, str] | None = None, timeout: float | None = None) -> Reply:
         reply = self.send(subject, payload, headers)
         return self.replies([reply], timeout)[reply]
+
+    def pull(self, subject: str, body: dict[str, Any], timeout: float | None = None
+             ) -> Iterator[tuple[str, str, bytes | None, bytes]]:
+        """Messages answering one pull request (``$JS.API.CONSUMER.MSG.NEXT...``), as
+        (subject, ack reply, header block, data), until a status ends it (404/408: no more;
+        others raise) or ``body['batch']`` came."""
+        sid = str(next(self._ids) + 1_000_000)
+        inbox = f"{self.inbox}.pull{sid}"
+        self.sock.sendall(f"SUB {inbox} {sid}\r\n".encode()
+                          + self._frame(subject, inbox, json.dumps(body).encode(), None))
+        left = int(body.get("batch") or 1)
+        deadline = time.monotonic() + (timeout or self.timeout) + (body.get("expires") or 0) / 1e9
+        try:
+            while left > 0:
+                got_sid, msg_subject, reply, block, data = self._next_message(deadline)
+                if got_sid != sid:
+                    continue
+                if block is not None and not reply:
+                    code, text, _ = _status(block)
+                    if code in (404, 408):
+                        return
+                    if code != 100:
+                        raise APIError(text or f"status {code}", code=code)
+                    continue
+                left -= 1
+                yield msg_subject, reply, block, data
+        finally:
+            self.sock.sendall(f"UNSUB {sid}\r\n".encode())
 
     def close(self) -> None:
         try:
@@ -369,8 +412,150 @@ class GatewayJetStream:
                     answers.append(err)
         return answers
 
+    def pull_subscribe(self, durable: str, stream: str, **_: Any) -> PullSubscription:
+        """An existing pull consumer to fetch from (the CLI's `consumer next` and `sub`)."""
+        return PullSubscription(self.nc, stream, durable)
+
+    # -- key-value (rayjet.kv.KeyValue over this connection) ---------------------------------
+    def create_key_value(self, config: KeyValueConfig | dict | None = None, **params: Any
+                         ) -> KeyValue:
+        cfg = KeyValueConfig.from_dict({**(_dict(config)), **params})
+        info = self.add_stream(kv_stream_config(cfg))
+        bucket, pre = bucket_of_stream(info.config)
+        return KeyValue(self, bucket, info.config.name, pre=pre,
+                        direct=bool(info.config.allow_direct))
+
+    def key_value(self, bucket: str) -> KeyValue:
+        stream = kv_stream_name(bucket)
+        try:
+            info = self.stream_info(stream)
+        except StreamNotFoundError:
+            raise BucketNotFoundError(name=bucket) from None
+        name, pre = bucket_of_stream(info.config)
+        return KeyValue(self, name, stream, pre=pre, direct=bool(info.config.allow_direct))
+
+    def delete_key_value(self, bucket: str) -> bool:
+        try:
+            return self.delete_stream(kv_stream_name(bucket))
+        except StreamNotFoundError:
+            raise BucketNotFoundError(name=bucket) from None
+
+    def _publish_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
+                        ) -> list[PubAck | APIError]:
+        """What a bucket writes: its subjects belong to its stream."""
+        return self.publish_batch(msgs)
+
+    def _scan_stream(self, stream: str, filter_: str = ">", start_seq: int = 1,
+                     end_seq: int | None = None, **_: Any
+                     ) -> Iterator[tuple[int, str, bytes, bytes, int]]:
+        """``(seq, subject, header block, data, timestamp ns)`` of the messages matching
+        ``filter_``, in order: pulled through a short-lived consumer, a page at a time."""
+        cfg: dict[str, Any] = {"ack_policy": "none", "mem_storage": True, "num_replicas": 1,
+                               "inactive_threshold": SCAN_IDLE_NS}
+        if filter_ and filter_ != ">":
+            cfg["filter_subject"] = filter_
+        if start_seq > 1:
+            cfg.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq)
+        name = self._api(f"CONSUMER.CREATE.{stream}",
+                         {"stream_name": stream, "config": cfg})["name"]
+        try:
+            while True:
+                got = 0
+                for subject, reply, block, data in self.nc.pull(
+                        f"{API}CONSUMER.MSG.NEXT.{stream}.{name}",
+                        {"batch": SCAN_PAGE, "no_wait": True}):
+                    # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+                    tokens = reply.rsplit(".", 5)
+                    seq, ts, pending = int(tokens[-4]), int(tokens[-2]), int(tokens[-1])
+                    if end_seq and seq > end_seq:
+                        return
+                    yield seq, subject, block or b"", data, ts
+                    got += 1
+                    if not pending:
+                        return
+                if got < SCAN_PAGE:
+                    return
+        finally:
+            with contextlib.suppress(APIError):
+                self._api(f"CONSUMER.DELETE.{stream}.{name}")
+
     def close(self) -> None:
         self.nc.close()
+
+
+@dataclass
+class SequencePair:
+    stream: int
+    consumer: int
+
+
+@dataclass
+class Metadata:
+    """What a delivered message's ack subject says of it."""
+
+    sequence: SequencePair
+    num_delivered: int
+    num_pending: int
+    timestamp: datetime
+    stream: str
+    consumer: str
+
+    @classmethod
+    def of(cls, reply: str) -> Metadata:
+        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        tokens = reply.split(".")
+        stream, consumer = tokens[2], tokens[3]
+        delivered, sseq, cseq, ts, pending = (int(t) for t in tokens[-5:])
+        return cls(SequencePair(sseq, cseq), delivered, pending,
+                   datetime.fromtimestamp(ts / 1e9, tz=UTC), stream, consumer)
+
+
+@dataclass
+class Delivered:
+    """A message a pull handed out."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str] | None
+    reply: str
+    _nc: Requester
+
+    @property
+    def metadata(self) -> Metadata:
+        return Metadata.of(self.reply)
+
+    def ack_sync(self, timeout: float | None = None) -> None:
+        """Acknowledge and wait until the consumer has it."""
+        self._nc.request(self.reply, b"+ACK", timeout=timeout)
+
+    def ack(self) -> None:
+        self._nc.send(self.reply, b"+ACK")
+
+
+class PullSubscription:
+    def __init__(self, nc: Requester, stream: str, consumer: str) -> None:
+        self.nc, self.stream, self.consumer = nc, stream, consumer
+
+    def fetch(self, batch: int = 1, timeout: float | None = 5.0, **_: Any) -> list[Delivered]:
+        """Up to ``batch`` messages: what is there, else what comes within ``timeout``;
+        NoMessagesError when none came."""
+        expires = max(timeout or 5.0, 0.001)
+        out = self._pull({"batch": batch, "no_wait": True})  # what is there now
+        if not out:  # else wait for some
+            out = self._pull({"batch": batch, "expires": int(expires * 1e9)})
+        if not out:
+            raise NoMessagesError(f"no message from {self.stream} > {self.consumer} within "
+                                  f"{expires:g}s")
+        return out
+
+    def _pull(self, body: dict[str, Any]) -> list[Delivered]:
+        subject = f"{API}CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
+        return [Delivered(msg_subject, data, decode_headers(block) if block else None, reply,
+                          self.nc)
+                for msg_subject, reply, block, data in self.nc.pull(subject, body)]
+
+    def unsubscribe(self) -> None:
+        """Nothing to undo: each fetch is one request."""
 
 
 def _dict(config: Any) -> dict[str, Any]:

@@ -343,9 +343,21 @@ class Gateway:
         delivered = self.route(subject, reply, hdr, payload, origin)
         captured = self.bridge is not None and self.bridge.capture(subject, reply, hdr,
                                                                     payload)
-        if (not delivered and not captured and reply and origin is not None
-                and origin.no_responders):
-            self.route(reply, None, NO_RESPONDERS, b"")
+        if captured:
+            return
+        wants_answer = (not delivered and reply and origin is not None
+                        and origin.no_responders)
+
+        def no_responders() -> None:
+            if wants_answer:
+                self.route(reply, None, NO_RESPONDERS, b"")
+
+        if self.bridge is not None and self.bridge.catalogue_stale() \
+                and not subject.startswith("$JS."):
+            # a stream made since the catalogue was read (by another client) captures it
+            self.bridge.recheck(subject, reply, hdr, payload, no_responders)
+        else:
+            no_responders()
 
     def route(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
               origin: Connection | None = None) -> int:

@@ -141,9 +141,9 @@ def test_seed_walkthrough_from_new_shells_survives_a_restart(sh, tmp_path):
 
 
 def test_commands_go_through_the_gateway_when_one_runs(sh):
-    """With the head's gateway found, stream, consumer and publish commands are NATS
-    requests: they work with no Ray reachable at all, and give the same answers and errors
-    as the Ray path; RAYJET_GATEWAY=off takes the Ray path."""
+    """With the head's gateway found, stream, consumer, publish and key-value commands are
+    NATS requests: they work with no Ray reachable at all, and give the same answers and
+    errors as the Ray path; RAYJET_GATEWAY=off takes the Ray path."""
     no_ray = {**sh.env, "RAY_ADDRESS": f"127.0.0.1:{free_port()}"}
     sh("stream", "add", "VIAGW", "--subjects", "viagw.*", "--defaults", env=no_ray)
     acks = sh.json("pub", "viagw.a", "m{{Count}}", "--count", "25", env=no_ray)
@@ -155,6 +155,10 @@ def test_commands_go_through_the_gateway_when_one_runs(sh):
     sh("consumer", "add", "VIAGW", "W", "--pull", "--filter", "viagw.a", "--ack", "explicit",
        "--deliver", "all", env=no_ray)
     assert sh.json("consumer", "info", "VIAGW", "W", env=no_ray)["num_pending"] == 25
+    got = sh("consumer", "next", "VIAGW", "W", "--count", "2", "--raw", env=no_ray).stdout
+    assert got.split() == ["m1", "m2"]
+    ci = sh.json("consumer", "info", "VIAGW", "W", env=no_ray)
+    assert ci["ack_floor"]["stream_seq"] == 2 and ci["num_pending"] == 23
     assert [c["name"] for c in sh.json("consumer", "ls", "VIAGW", env=no_ray)] == ["W"]
     err = sh.json("stream", "info", "NOPE", code=1, env=no_ray)["error"]
     assert err["err_code"] == 10059
@@ -166,6 +170,25 @@ def test_commands_go_through_the_gateway_when_one_runs(sh):
     info = sh.json("stream", "info", "VIAGW", env={**sh.env, "RAYJET_GATEWAY": "off"})
     assert info["state"]["first_seq"] == 27 and info["state"]["messages"] == 0
     sh("stream", "rm", "VIAGW", "-f", env=no_ray)
+    # key-value commands too (all but watch)
+    sh("kv", "add", "gwkv", "--history", "5", env=no_ray)
+    assert sh.json("kv", "put", "gwkv", "a.b", "one", env=no_ray)["revision"] == 1
+    sh("kv", "put", "gwkv", "a.b", "two", env=no_ray)
+    sh("kv", "put", "gwkv", "c", "three", env=no_ray)
+    assert sh("kv", "get", "gwkv", "a.b", "--raw", env=no_ray).stdout.strip() == "two"
+    history = sh.json("kv", "history", "gwkv", "a.b", env=no_ray)
+    assert [(e["revision"], e["data"]) for e in history] == [(1, "one"), (2, "two")]
+    assert sh.json("kv", "keys", "gwkv", env=no_ray) == ["a.b", "c"]
+    sh("kv", "update", "gwkv", "c", "stale", "1", code=1, env=no_ray)  # revision 3 is last
+    sh("kv", "del", "gwkv", "c", "-f", env=no_ray)
+    err = sh.json("kv", "get", "gwkv", "c", code=1, env=no_ray)["error"]
+    assert err["code"] == 404
+    assert sh.json("kv", "status", "gwkv", env=no_ray)["values"] == 4
+    ray_path = {**sh.env, "RAYJET_GATEWAY": "off"}
+    # a bucket made through the gateway is hosted as the Python API hosts buckets
+    assert sh.json("stream", "info", "KV_gwkv", env=ray_path)["config"]["hosting"] == "shared"
+    assert sh("kv", "get", "gwkv", "a.b", "--raw", env=ray_path).stdout.strip() == "two"
+    sh("kv", "rm", "gwkv", "-f", env=no_ray)
     # without the gateway, and without Ray: a clear error
     err = sh("stream", "ls", code=1, env={**no_ray, "RAYJET_GATEWAY": "off"}).stderr
     assert "rayjet error" in err

@@ -437,3 +437,55 @@ def test_a_batch_of_publishes_answers_each_one(
     big = [a for i, a in enumerate(answers) if i % 3 == 0 and not i % 2]
     assert [a["seq"] for a in small] == list(range(1, len(small) + 1))
     assert all(a["error"]["err_code"] == 10054 for a in big)
+
+
+def test_buckets_through_the_cli_client(gateway, js, drop_new_streams, monkeypatch):  # noqa: F811
+    """The CLI's NATS client (rayjet.gateway.remote) drives rayjet.kv.KeyValue: writes,
+    compare-and-set, reads, and scans that page through a short-lived consumer."""
+    from rayjet.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+    from rayjet.gateway import remote
+
+    monkeypatch.setattr(remote, "SCAN_PAGE", 10)  # 25 revisions: three pages
+    gw = gateway()
+    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 10))
+    try:
+        kv = client.create_key_value(bucket="CLIGW", history=64)
+        for i in range(25):
+            kv.put(f"k.{i % 5}", f"v{i}".encode())
+        assert kv.get("k.3").value == b"v23"
+        assert [e.revision for e in kv.history("k.0")] == [1, 6, 11, 16, 21]
+        assert sorted(kv.keys()) == [f"k.{i}" for i in range(5)]
+        with pytest.raises(KeyWrongLastSequenceError):
+            kv.update("k.1", b"stale", last=2)
+        assert kv.update("k.1", b"fresh", last=22) == 26
+        kv.delete("k.4")
+        with pytest.raises(KeyNotFoundError):
+            kv.get("k.4")
+        assert sorted(kv.keys()) == [f"k.{i}" for i in range(4)]
+        # no scan consumer is left behind
+        assert js.consumer_names("KV_CLIGW") == []
+        assert client.delete_key_value("CLIGW")
+        with pytest.raises(BucketNotFoundError):
+            client.key_value("CLIGW")
+    finally:
+        client.close()
+
+
+def test_push_consumers_without_flow_control_get_everything(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", f"message {i}".encode()) for i in range(50)])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        sub = await nc.jetstream().subscribe(f"{stream_name}.m", durable="PLAIN")
+        got = []
+        for _ in range(50):
+            msg = await sub.next_msg(timeout=10)
+            await msg.ack()
+            got.append(msg.data)
+        await nc.close()
+        return got
+
+    assert asyncio.run(run()) == [f"message {i}".encode() for i in range(50)]

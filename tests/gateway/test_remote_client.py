@@ -121,3 +121,4 @@ def test_jetstream_calls_without_jetstream_are_typed_errors(core_gateway):
         assert [a.err_code for a in answers] == [10059, 10059]
     finally:
         js.close()
+

@@ -105,8 +105,11 @@ def main() -> int:
     xml_path = root / "results.xml"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."]),
            "RAY_ADDRESS": "local"}
+    # --tb=native: pytest's own traceback formatting parses source with ast, which on
+    # Python 3.11 can crash the whole session ("AST constructor recursion depth mismatch")
+    # when it formats a deep failure; the interpreter's formatting does not
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".",
-           "--durations", "10", "-o",
+           "--tb=native", "--durations", "10", "-o",
            "junit_family=xunit1", f"--junitxml={xml_path}", "tests/test_js.py"]
     if args.k:
         cmd += ["-k", args.k]
