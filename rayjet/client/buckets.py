@@ -11,9 +11,8 @@ from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, _message
 from rayjet.errors import APIError, BadRequestError, BucketNotFoundError, StreamNotFoundError
-from rayjet.kv import KeyValue, bucket_of_stream
+from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
 from rayjet.kv import bucket_stream_config as kv_stream_config
-from rayjet.kv import stream_name as kv_stream_name
 from rayjet.objectstore import ObjectStore
 from rayjet.objectstore import bucket_stream_config as obj_stream_config
 from rayjet.objectstore import stream_name as obj_stream_name
@@ -81,26 +80,15 @@ class KeyValueAPI:
         """Create a bucket (its stream ``KV_<bucket>``); creating it again with the same
         config returns it, with another config raises StreamNameInUseError."""
         cfg = _config(KeyValueConfig, config, params)
-        info = self._add_stream(kv_stream_config(cfg), self.hosting or SHARED_HOSTING)
-        bucket, pre = bucket_of_stream(info.config)
-        return KeyValue(self, bucket, info.config.name, pre=pre,
-                        direct=bool(info.config.allow_direct))
+        return bucket_of_info(self, self._add_stream(kv_stream_config(cfg),
+                                                     self.hosting or SHARED_HOSTING))
 
     def key_value(self, bucket: str) -> KeyValue:
         """An existing bucket; BucketNotFoundError when there is none."""
-        stream = kv_stream_name(bucket)
-        try:
-            info = self.stream_info(stream)
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
-        name, pre = bucket_of_stream(info.config)
-        return KeyValue(self, name, stream, pre=pre, direct=bool(info.config.allow_direct))
+        return open_bucket(self, bucket)
 
     def delete_key_value(self, bucket: str) -> bool:
-        try:
-            return self.delete_stream(kv_stream_name(bucket))
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
+        return delete_bucket(self, bucket)
 
     # -- object store -----------------------------------------------------------------------
     def create_object_store(self, config: ObjectStoreConfig | dict | str | None = None,

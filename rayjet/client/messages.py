@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from ray.exceptions import RayError
 
 from rayjet.actors.router import GroupRouter
 from rayjet.api import headers as H
+from rayjet.api.metadata import MsgMetadata, SequencePair
 from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges, seq_ranges
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
@@ -22,22 +22,6 @@ ACK_RETRY_PAUSE = 0.2  # seconds between sends of a batch that did not get throu
 ACK_RETRY_FOR = 60.0  # seconds a batch is sent again before it is given up
 ACK_SEND_AT = 512  # queued acks that go out at once, without waiting for the next turn
 
-
-@dataclass(frozen=True)
-class SequencePair:
-    stream: int
-    consumer: int
-
-
-@dataclass(frozen=True)
-class MsgMetadata:
-    sequence: SequencePair
-    num_delivered: int
-    num_pending: int
-    timestamp: datetime
-    stream: str
-    consumer: str
-    domain: str | None = None
 
 
 class AckSender:

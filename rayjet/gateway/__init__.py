@@ -1,8 +1,28 @@
 """The NATS protocol gateway: any NATS client (nats.py, nats.go, the ``nats`` CLI) is a
-rayjet client. See the README's "NATS clients" section."""
+rayjet client. See the README's "NATS clients" section.
 
-from rayjet.gateway.embedded import GatewayThread, serve
-from rayjet.gateway.jetstream import JetStreamBridge
-from rayjet.gateway.server import Gateway, GatewayOptions
+The names below are imported on first use: ``rayjet.gateway.remote`` (the CLI's NATS client)
+and ``rayjet.gateway.protocol`` load without Ray.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Gateway": "rayjet.gateway.server",
+    "GatewayOptions": "rayjet.gateway.server",
+    "GatewayThread": "rayjet.gateway.embedded",
+    "JetStreamBridge": "rayjet.gateway.jetstream",
+    "serve": "rayjet.gateway.embedded",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'rayjet.gateway' has no attribute {name!r}")
+
 
 __all__ = ["Gateway", "GatewayOptions", "GatewayThread", "JetStreamBridge", "serve"]

@@ -24,27 +24,24 @@ import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from rayjet.api import ConsumerConfig, KeyValueConfig, StreamConfig
 from rayjet.api.headers import decode_headers, encode_headers
 from rayjet.api.info import ConsumerInfo, PubAck, RawStreamMsg, StreamInfo
+from rayjet.api.metadata import MsgMetadata
 from rayjet.errors import (
     APIError,
     BadRequestError,
-    BucketNotFoundError,
     NoMessagesError,
     NotFoundError,
     ServiceUnavailableError,
-    StreamNotFoundError,
 )
 from rayjet.errors import TimeoutError as AnswerTimeout
 from rayjet.errors.exceptions import from_wire
-from rayjet.kv import KeyValue, bucket_of_stream
+from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
 from rayjet.kv import bucket_stream_config as kv_stream_config
-from rayjet.kv import stream_name as kv_stream_name
 
 GATEWAY_ENV = "RAYJET_GATEWAY"
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -420,25 +417,13 @@ class GatewayJetStream:
     def create_key_value(self, config: KeyValueConfig | dict | None = None, **params: Any
                          ) -> KeyValue:
         cfg = KeyValueConfig.from_dict({**(_dict(config)), **params})
-        info = self.add_stream(kv_stream_config(cfg))
-        bucket, pre = bucket_of_stream(info.config)
-        return KeyValue(self, bucket, info.config.name, pre=pre,
-                        direct=bool(info.config.allow_direct))
+        return bucket_of_info(self, self.add_stream(kv_stream_config(cfg)))
 
     def key_value(self, bucket: str) -> KeyValue:
-        stream = kv_stream_name(bucket)
-        try:
-            info = self.stream_info(stream)
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
-        name, pre = bucket_of_stream(info.config)
-        return KeyValue(self, name, stream, pre=pre, direct=bool(info.config.allow_direct))
+        return open_bucket(self, bucket)
 
     def delete_key_value(self, bucket: str) -> bool:
-        try:
-            return self.delete_stream(kv_stream_name(bucket))
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
+        return delete_bucket(self, bucket)
 
     def _publish_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
                         ) -> list[PubAck | APIError]:
@@ -484,33 +469,6 @@ class GatewayJetStream:
 
 
 @dataclass
-class SequencePair:
-    stream: int
-    consumer: int
-
-
-@dataclass
-class Metadata:
-    """What a delivered message's ack subject says of it."""
-
-    sequence: SequencePair
-    num_delivered: int
-    num_pending: int
-    timestamp: datetime
-    stream: str
-    consumer: str
-
-    @classmethod
-    def of(cls, reply: str) -> Metadata:
-        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
-        tokens = reply.split(".")
-        stream, consumer = tokens[2], tokens[3]
-        delivered, sseq, cseq, ts, pending = (int(t) for t in tokens[-5:])
-        return cls(SequencePair(sseq, cseq), delivered, pending,
-                   datetime.fromtimestamp(ts / 1e9, tz=UTC), stream, consumer)
-
-
-@dataclass
 class Delivered:
     """A message a pull handed out."""
 
@@ -521,8 +479,8 @@ class Delivered:
     _nc: Requester
 
     @property
-    def metadata(self) -> Metadata:
-        return Metadata.of(self.reply)
+    def metadata(self) -> MsgMetadata:
+        return MsgMetadata.from_ack_subject(self.reply)
 
     def ack_sync(self, timeout: float | None = None) -> None:
         """Acknowledge and wait until the consumer has it."""

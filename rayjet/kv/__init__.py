@@ -14,7 +14,14 @@ from rayjet.kv.bucket import (
     validate_bucket,
     validate_key,
 )
-from rayjet.kv.store import BucketStatus, Entry, KeyValue
+from rayjet.kv.store import (
+    BucketStatus,
+    Entry,
+    KeyValue,
+    bucket_of_info,
+    delete_bucket,
+    open_bucket,
+)
 from rayjet.kv.watch import KeyWatcher
 
 __all__ = [
@@ -23,9 +30,12 @@ __all__ = [
     "Entry",
     "KeyValue",
     "KeyWatcher",
+    "bucket_of_info",
     "bucket_of_stream",
     "bucket_stream_config",
+    "delete_bucket",
     "is_valid_key",
+    "open_bucket",
     "stream_name",
     "subject_prefix",
     "validate_bucket",

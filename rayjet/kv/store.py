@@ -27,8 +27,9 @@ from rayjet.errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     NotFoundError,
+    StreamNotFoundError,
 )
-from rayjet.kv.bucket import validate_key, validate_key_filter
+from rayjet.kv.bucket import bucket_of_stream, stream_name, validate_key, validate_key_filter
 from rayjet.kv.watch import KeyWatcher, msg_time, start_watch
 from rayjet.subjects import subject_matches
 
@@ -355,3 +356,26 @@ class KeyValue:
         return Entry(bucket=self._bucket, key=key, value=msg.data,
                      revision=msg.metadata.sequence.stream, delta=msg.metadata.num_pending,
                      created=msg_time(msg), operation=_operation(hdrs))
+
+
+# -- a connection's bucket calls (the Ray client and the CLI's NATS client share them) -------
+def bucket_of_info(js: Any, info: StreamInfo) -> KeyValue:
+    """The bucket a KV stream holds, over ``js``."""
+    name, pre = bucket_of_stream(info.config)
+    return KeyValue(js, name, info.config.name, pre=pre, direct=bool(info.config.allow_direct))
+
+
+def open_bucket(js: Any, bucket: str) -> KeyValue:
+    """An existing bucket; BucketNotFoundError when there is none."""
+    try:
+        info = js.stream_info(stream_name(bucket))
+    except StreamNotFoundError:
+        raise BucketNotFoundError(name=bucket) from None
+    return bucket_of_info(js, info)
+
+
+def delete_bucket(js: Any, bucket: str) -> bool:
+    try:
+        return js.delete_stream(stream_name(bucket))
+    except StreamNotFoundError:
+        raise BucketNotFoundError(name=bucket) from None

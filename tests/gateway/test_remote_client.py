@@ -122,3 +122,13 @@ def test_jetstream_calls_without_jetstream_are_typed_errors(core_gateway):
     finally:
         js.close()
 
+
+
+def test_the_cli_and_its_nats_client_load_without_ray():
+    """A command through a gateway must not pay for importing Ray (the point of it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rayjet.cli.main, rayjet.gateway.remote; "
+            "sys.exit('ray' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
