@@ -76,12 +76,19 @@ class Requester:
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
         parts = urlsplit(url if "://" in url else f"nats://{url}")
+        try:
+            port = parts.port or 4222
+        except ValueError:
+            port = None
+        if port is None or not parts.hostname and "@" in parts.netloc:
+            raise BadRequestError(f"invalid gateway URL {url!r}: use nats://host:port "
+                                  "(credentials as nats://token@host:port)")
         if parts.scheme not in ("nats", ""):
             raise NoGateway(f"{parts.scheme}:// gateways are not used by the CLI")
         self.timeout = timeout
         try:
             self.sock = socket.create_connection((parts.hostname or "127.0.0.1",
-                                                  parts.port or 4222), PROBE_TIMEOUT)
+                                                  port), PROBE_TIMEOUT)
         except OSError as exc:
             raise NoGateway(str(exc)) from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

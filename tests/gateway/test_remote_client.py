@@ -10,7 +10,7 @@ import threading
 import nats
 import pytest
 
-from rayjet.errors import NotFoundError, ServiceUnavailableError
+from rayjet.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 from rayjet.gateway import Gateway, GatewayOptions
 from rayjet.gateway.remote import GatewayJetStream, Requester, find_gateway
 
@@ -73,6 +73,9 @@ def test_finding_a_gateway(core_gateway, monkeypatch):
     assert find_gateway(5) is None
     monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{_free_port()}")  # refused
     assert find_gateway(5) is None
+    monkeypatch.setenv("RAYJET_GATEWAY", "nats://127.0.0.1:notaport")  # a typed error
+    with pytest.raises(BadRequestError, match="invalid gateway URL"):
+        find_gateway(5)
 
     # a NATS server that is not a rayjet gateway is not used
     with socket.socket() as other:
