@@ -20,12 +20,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # the suite, then the replica-lifecycle tests again with the other hosting (streams in
-# shared hosts: kills, restarts, scaling, snapshots, consumers placed beside or in their
-# stream's leader, mirrors; buckets in dedicated actors), then the multi-node suite, then
-# nats.py's own JetStream tests through the NATS gateway
+# shared hosts: kills, restarts, scaling, snapshots, consumers in their stream's leader,
+# mirrors; buckets in dedicated actors), then the multi-node suite, then nats.py's own
+# JetStream tests through the NATS gateway. Tests that choose their hosting themselves
+# (self-start, consumers beside a dedicated stream) run once.
 SHARED_RERUN := $(addprefix tests/cluster/,test_faults.py test_scaling.py \
-	test_snapshot_restart.py test_self_start.py test_consumers_beside_stream.py \
-	test_leader_consumers.py) tests/sourcing/test_mirrors_sources.py
+	test_snapshot_restart.py test_leader_consumers.py) tests/sourcing/test_mirrors_sources.py
 
 test: lint
 	$(BIN)/python -m pytest --durations=15

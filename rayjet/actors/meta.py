@@ -69,6 +69,10 @@ class MetaMachine:
         pass  # the catalogue lives in the raft log and its snapshots
 
 
+async def _awaited(ref: Any) -> Any:
+    return await ref
+
+
 def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
     return {"config": sa.config.to_dict(), "created_ns": sa.created_ns, "group": sa.group,
             "peers": [list(p) for p in sa.peers],
@@ -157,7 +161,9 @@ class MetaMember:
     # -- streams ----------------------------------------------------------------------------
     async def add_stream(self, config: dict[str, Any],
                          default_hosting: str | None = None) -> dict[str, Any]:
-        """Create a stream (``hosting`` unset: ``default_hosting``, the client's default)."""
+        """Create a stream (``hosting`` unset: ``default_hosting``, the client's default).
+        Answers ``{"assignment", "leader", "info"}``: the leader's stream info, asked here
+        where its handle is at hand (None when the leader could not say at once)."""
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         existing = self.catalogue.streams.get(cfg.name)
@@ -165,8 +171,12 @@ class MetaMember:
         op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns(),
                                                default_hosting=default_hosting)
         sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
-        await lifecycle.ensure_stream_replicas(sa, self.data_dir)
-        return assignment_dict(sa)
+        rid, leader = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
+        try:
+            info = await asyncio.wait_for(_awaited(leader.info.remote()), REQUEST_TIMEOUT)
+        except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
+            info = None
+        return {"assignment": assignment_dict(sa), "leader": rid, "info": info}
 
     async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
         """Change a stream's config, replicas or placement. Changes of one stream run one at

@@ -367,9 +367,11 @@ def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | No
     return HostedHandle(host, host_name, name)
 
 
-async def _status(sa: StreamAssignment, rid: str, timeout: float) -> dict[str, Any] | None:
+async def _status(sa: StreamAssignment, rid: str, timeout: float,
+                  handle: Any = None) -> dict[str, Any] | None:
     try:
-        handle = await asyncio.wait_for(replica_handle(sa, rid), timeout)
+        if handle is None:
+            handle = await asyncio.wait_for(replica_handle(sa, rid), timeout)
         return await asyncio.wait_for(_as_future(handle.status.remote()), timeout)
     except (TimeoutError, ray.exceptions.RayError, ValueError):
         return None  # dead, restarting, or pending until a node of its region joins
@@ -385,15 +387,21 @@ async def actual_peers(sa: StreamAssignment, timeout: float = 2.0) -> Peers:
 
 
 async def find_leader(sa: StreamAssignment, timeout: float = GROUP_READY_TIMEOUT,
-                      writable: bool = True) -> tuple[str, Any]:
-    """The replica that leads the group (and takes writes), waiting up to ``timeout``."""
+                      writable: bool = True, handles: dict[str, Any] | None = None
+                      ) -> tuple[str, Any]:
+    """The replica that leads the group (and takes writes), waiting up to ``timeout``.
+    ``handles``: replica handles at hand (the others are looked up)."""
     deadline = time.monotonic() + timeout
+    known = dict(handles or {})
     while True:
         rids = [rid for rid, _ in sa.peers]
-        states = await asyncio.gather(*(_status(sa, rid, 1.0) for rid in rids))
+        states = await asyncio.gather(*(_status(sa, rid, 1.0, known.get(rid))
+                                        for rid in rids))
         for rid, st in zip(rids, states):
+            if st is None:
+                known.pop(rid, None)  # look it up next time: it may have been replaced
             if st and st["role"] == "Leader" and (st["writable"] or not writable):
-                return rid, await replica_handle(sa, rid)
+                return rid, known.get(rid) or await replica_handle(sa, rid)
         if time.monotonic() > deadline:
             raise ServiceUnavailableError(
                 f"stream {sa.name!r} has no leader after {timeout:.0f}s: a majority of its "
@@ -418,14 +426,16 @@ async def _as_future(ref: Any) -> Any:
 
 
 async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True,
-                                 peers: Peers | None = None) -> None:
+                                 peers: Peers | None = None) -> tuple[str, Any] | None:
     """Create the replicas of ``peers`` (default: all of the stream's) that do not exist,
-    wait until they answer and (``wait``) until the group has a leader."""
-    handles = [create_replica(sa, rid, node, data_dir)
-               for rid, node in (sa.peers if peers is None else peers)]
-    await _ping_all(handles, PING_TIMEOUT)
+    wait until they answer and (``wait``) until the group has a leader, which is returned
+    as :func:`find_leader` gives it."""
+    created = {rid: create_replica(sa, rid, node, data_dir)
+               for rid, node in (sa.peers if peers is None else peers)}
+    await _ping_all(list(created.values()), PING_TIMEOUT)
     if wait:
-        await find_leader(sa)
+        return await find_leader(sa, handles=created)
+    return None
 
 
 async def _stop(handle: Any) -> None:

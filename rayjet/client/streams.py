@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +19,8 @@ from rayjet.errors import (
     StreamNotFoundError,
     TimeoutError,
 )
+
+INFO_THREADS = 16  # stream infos asked at once (each mostly waits on its replica)
 
 
 def _config(config: StreamConfig | dict | None, params: dict[str, Any]) -> StreamConfig:
@@ -96,10 +100,15 @@ class StreamsAPI:
         return self._add_stream(_config(config, params), self.hosting or DEDICATED_HOSTING)
 
     def _add_stream(self, cfg: StreamConfig, default_hosting: str) -> StreamInfo:
-        assignment = self._meta_call("add_stream", cfg.to_dict(), default_hosting,
-                                     timeout=max(self.timeout, 60))
-        self._routers.pop(cfg.name, None)
-        return self.stream_info(assignment["config"]["name"])
+        added = self._meta_call("add_stream", cfg.to_dict(), default_hosting,
+                                timeout=max(self.timeout, 60))
+        assignment = added["assignment"]
+        router = stream_router(assignment)
+        router.leader = added["leader"]
+        self._routers[cfg.name] = (assignment, router)
+        if added["info"] is None:
+            return self.stream_info(cfg.name)
+        return _stream_info(added["info"], assignment)
 
     def update_stream(self, config: StreamConfig | dict | None = None, **params: Any
                       ) -> StreamInfo:
@@ -132,8 +141,36 @@ class StreamsAPI:
         return _stream_info(raw, assignment)
 
     def streams_info(self, subject: str | None = None) -> list[StreamInfo]:
-        return [self.stream_info(a["config"]["name"])
-                for a in self._meta_call("list_streams", subject)]
+        infos = self.stream_infos(subject=subject)
+        for info in infos.values():
+            if isinstance(info, Exception):
+                raise info
+        return list(infos.values())
+
+    def stream_infos(self, names: Iterable[str] | None = None, subject: str | None = None
+                     ) -> dict[str, StreamInfo | APIError]:
+        """The infos of many streams (``names``, default every stream whose subjects match
+        ``subject``), their replicas asked side by side rather than one after another. A
+        stream that is gone or has no leader maps to its error."""
+        assignments = {a["config"]["name"]: a for a in self._meta_call("list_streams", subject)}
+        wanted = list(assignments) if names is None else list(names)
+
+        def one(name: str) -> StreamInfo | APIError:
+            assignment = assignments.get(name)
+            if assignment is None:
+                return StreamNotFoundError(f"stream {name!r} not found")
+            cached = self._routers.get(name)
+            if cached is None or cached[0]["group"] != assignment["group"]:
+                self._routers[name] = (assignment, stream_router(assignment))
+            try:
+                return _stream_info(self._stream_call(name, "info", None, False), assignment)
+            except APIError as err:
+                return err
+
+        if len(wanted) <= 1:
+            return {name: one(name) for name in wanted}
+        with ThreadPoolExecutor(min(INFO_THREADS, len(wanted))) as pool:
+            return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]

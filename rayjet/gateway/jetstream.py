@@ -21,9 +21,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from rayjet.api import StreamConfig
 from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
 from rayjet.client.column_publish import PubAcks
+from rayjet.engine.delivery_batch import seq_ranges
 from rayjet.errors import (
     APIError,
     ConsumerNotFoundError,
@@ -170,13 +172,29 @@ class JetStreamBridge:
         except APIError as exc:
             log.warning("stream catalogue not refreshed: %s", exc)
             return
-        streams = [(c.name, tuple(c.subjects) or ((c.name,) if not (c.mirror or c.sources)
-                                                 else ())) for c in configs]
+        streams = [_captured(c) for c in configs]
         self._direct = {c.name for c in configs if c.allow_direct or c.mirror_direct}
         if streams != self._streams:
             self._streams = streams
             self._captures.clear()
         await self._follow_republish({c.name for c in configs if c.republish})
+
+    async def _changed_stream(self, name: str, config: StreamConfig | None) -> None:
+        """One stream made, changed (``config``) or deleted (None) through this gateway: its
+        entry of the catalogue, without listing every stream again (a client making
+        hundreds of streams would pay for all of them each time)."""
+        streams = [entry for entry in self._streams if entry[0] != name]
+        self._direct.discard(name)
+        republishing = set(self._republishing) - {name}
+        if config is not None:
+            streams.append(_captured(config))
+            if config.allow_direct or config.mirror_direct:
+                self._direct.add(name)
+            if config.republish:
+                republishing.add(name)
+        self._streams = streams
+        self._captures.clear()
+        await self._follow_republish(republishing)
 
     async def _follow_republish(self, names: set[str]) -> None:
         """What streams republish goes to core subscribers, as nats-server republishes."""
@@ -316,7 +334,9 @@ class JetStreamBridge:
         log.debug("$JS.API.%s %s -> %s", ".".join(tokens), payload[:200], str(doc)[:300])
         if "error" not in doc:
             if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):
-                await self.refresh_catalogue()
+                await self._changed_stream(
+                    tokens[2], None if tokens[1] == "DELETE"
+                    else StreamConfig.from_dict(doc["config"]))
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
             if tokens[:2] == ["CONSUMER", "DELETE"] and len(tokens) >= 4:
@@ -540,13 +560,14 @@ class JetStreamBridge:
         items = self._acks.pop(key, [])
         if not items:
             return
-        acks = [a for a, _ in items]
         replies = [r for _, r in items if r]
         nexts = [(a, r) for a, r in items if a[0] == "ack" and a[2] == "next"]
-        answers = [(k, s, (None if arg == "next" else arg)) for k, s, arg in acks]
+        # plain acks cross as seq ranges (a client acking a fetch one by one sends a run)
+        plain = [s for (k, s, _), _ in items if k == "ack"]
+        others = [a for a, _ in items if a[0] != "ack"]
         try:
             link = await self.link_for(*key)
-            await self.call(link.answer, answers, (), bool(replies))
+            await self.call(link.answer, others, seq_ranges(plain), bool(replies))
         except APIError as exc:
             self.forget_link(*key)
             log.debug("acks to %s lost with %s", key, exc)
@@ -557,6 +578,13 @@ class JetStreamBridge:
         for (_, _, _), reply in nexts:
             if reply:
                 self._spawn(self.serve_pull(key[0], key[1], reply, _pull_request(b"")))
+
+
+def _captured(config: StreamConfig) -> tuple[str, tuple[str, ...]]:
+    """A stream's name and the subjects it captures (its name when it lists none and is
+    neither a mirror nor sourced)."""
+    return config.name, tuple(config.subjects) or (
+        (config.name,) if not (config.mirror or config.sources) else ())
 
 
 def _ack_documents(answers: Any) -> list[bytes]:

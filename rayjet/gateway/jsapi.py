@@ -179,11 +179,11 @@ def stream_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, A
     offset = _offset(body)
     page = names[offset:offset + LIST_LIMIT]
     infos, missing = [], []
-    for name in page:
-        try:
-            infos.append(stream_json(js.stream_info(name)))
-        except APIError:
+    for name, info in js.stream_infos(page).items():
+        if isinstance(info, APIError):
             missing.append(name)
+        else:
+            infos.append(stream_json(info))
     out = {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
     if missing:
         out["missing"] = missing

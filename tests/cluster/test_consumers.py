@@ -171,12 +171,14 @@ def test_ordered_consumer_sees_every_message_once_in_order(js, orders):
                        deliver_policy=DeliverPolicy.ALL)
     # ack none: max_ack_pending stays unset, as nats-server reports it
     assert js.consumer_info(s, sub.name).config.max_ack_pending is None
-    got = [m.data for m in sub.messages(timeout=2.0)]
+    got = [sub.next_msg(timeout=5).data for _ in range(50)]
     # delete its consumer under it: it re-creates one and goes on after the last message
     js.delete_consumer(s, sub.name)
     js.publish_batch([(f"{s}.o", b"%d" % i) for i in range(50, 60)])
-    got += [m.data for m in sub.messages(timeout=15.0)]
+    got += [sub.next_msg(timeout=15).data for _ in range(10)]
     assert got == [b"%d" % i for i in range(60)]
+    with pytest.raises(TimeoutError):  # and nothing twice
+        sub.next_msg(timeout=1.0)
     sub.unsubscribe()
 
 
@@ -301,8 +303,10 @@ def test_push_flow_control_holds_delivery_until_the_reader_catches_up(js, orders
     # the reader took nothing: the consumer handed out only what fits (a subscription
     # without flow control polls 256 at once)
     assert delivered() == 100
-    got = [int(m.data) for m in sub.messages(timeout=5)]
+    got = [int(sub.next_msg(timeout=5).data) for _ in range(1000)]
     assert got == list(range(1000))
+    with pytest.raises(TimeoutError):
+        sub.next_msg(timeout=0.5)
     assert delivered() == 1000
     sub.unsubscribe()
     with pytest.raises(BadRequestError):

@@ -61,6 +61,30 @@ def test_names_info_list_and_lookup(js, stream):
     assert any(i.config.name == stream.name for i in js.streams_info())
 
 
+def test_infos_of_many_streams_at_once_match_each_ones_info(js, stream_name):
+    names = [f"{stream_name}_{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        created = js.add_stream(name=name, subjects=[f"{name}.*"], storage=StorageType.MEMORY)
+        assert created.state.messages == 0 and created.config.name == name
+        js.publish_batch([(f"{name}.x", b"m")] * i)
+    # adding the same stream again answers with its state, not an empty one
+    assert js.add_stream(name=names[3], subjects=[f"{names[3]}.*"],
+                         storage=StorageType.MEMORY).state.messages == 3
+    try:
+        infos = js.stream_infos([*names, f"{stream_name}_gone"])
+        assert isinstance(infos[f"{stream_name}_gone"], StreamNotFoundError)
+        assert [infos[n].state.messages for n in names] == [0, 1, 2, 3, 4]
+        for name in names:
+            one = js.stream_info(name)
+            assert (one.config, one.state.last_seq) == (infos[name].config,
+                                                        infos[name].state.last_seq)
+        listed = {i.config.name: i.state.messages for i in js.streams_info()}
+        assert {n: listed[n] for n in names} == {n: i for i, n in enumerate(names)}
+    finally:
+        for name in names:
+            js.delete_stream(name)
+
+
 def test_publish_follows_subjects_to_a_new_stream(js, stream_name):
     import rayjet
 
