@@ -285,11 +285,15 @@ class ConsumerLink:
         self.timeout = timeout
 
     def pull(self, batch: int, expires: float, max_bytes: int = 0, no_wait: bool = False,
-             heartbeat: float = 0.0, **priority: Any) -> tuple[DeliveryBatch, Any]:
+             heartbeat: float = 0.0, acks: list | None = None, ranges: Any = (),
+             **priority: Any) -> tuple[DeliveryBatch, Any]:
         """One pull request: (DeliveryBatch, RequestStatus or None). It answers as soon as
-        some messages are out (the status is then None): ask again for the rest."""
+        some messages are out (the status is then None): ask again for the rest. ``acks``
+        and ``ranges`` (as :meth:`answer` takes them) are applied first, in the same
+        replicated step as the delivery."""
         out = self.router.call("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                               timeout=expires + self.timeout, eager=True, **priority)
+                               timeout=expires + self.timeout, eager=True, acks=acks,
+                               ranges=ranges, **priority)
         return out["batch"], out["status"]
 
     def answer(self, acks: list[tuple[str, int, Any]], ranges: Any = (), sync: bool = False

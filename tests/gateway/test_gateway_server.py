@@ -169,6 +169,50 @@ def test_publishes_that_arrive_together_leave_in_few_calls(gateway, js, stream_n
     assert msg.data == b"320" and msg.subject == f"{stream_name}.{320 % 7}"
 
 
+def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_name,  # noqa: F811
+                                                          drop_new_streams, monkeypatch):  # noqa: F811
+    from rayjet.client.consumers import ConsumerLink
+    from rayjet.engine.delivery_batch import expand_ranges
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(40)])
+    with_pulls, on_their_own = [], []
+    real_pull, real_answer = ConsumerLink.pull, ConsumerLink.answer
+
+    def pull(self, batch, expires, max_bytes=0, no_wait=False, heartbeat=0.0, acks=None,
+             ranges=(), **kw):
+        with_pulls.extend(expand_ranges(ranges))
+        return real_pull(self, batch, expires, max_bytes, no_wait, heartbeat, acks, ranges,
+                         **kw)
+
+    def answer(self, acks, ranges=(), sync=False):
+        on_their_own.extend([a[1] for a in acks] + expand_ranges(ranges))
+        return real_answer(self, acks, ranges, sync)
+
+    monkeypatch.setattr(ConsumerLink, "pull", pull)
+    monkeypatch.setattr(ConsumerLink, "answer", answer)
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        psub = await nc.jetstream().pull_subscribe(f"{stream_name}.a", durable="D",
+                                                   stream=stream_name)
+        first = await psub.fetch(20)
+        await nc.close()
+        # a client acks what it fetched and asks for more, all in one write
+        data = b"CONNECT {}\r\nSUB _INBOX.raw 1\r\n" + b"".join(
+            b"PUB %s 0\r\n\r\n" % m.reply.encode() for m in first) + (
+            b'PUB $JS.API.CONSUMER.MSG.NEXT.%s.D _INBOX.raw 12\r\n{"batch":20}\r\n'
+            % stream_name.encode())
+        return await _raw(gw.port, data, read=20 * 150)
+
+    out = asyncio.run(run())
+    assert out.count(b"MSG %s.a 1 $JS.ACK." % stream_name.encode()) == 20  # seqs 21..40
+    info = js.consumer_info(stream_name, "D")
+    assert info.ack_floor.stream_seq == 20 and info.num_ack_pending == 20
+    assert sorted(with_pulls) == list(range(1, 21)) and on_their_own == []
+
+
 def test_acked_publishes_survive_stream_leader_kills(gateway, js, stream_name):  # noqa: F811
     """nats.py publishes with msg ids through the gateway while the R3 stream's leader is
     killed twice; a publish that fails is sent again with the same id. Every acked id is
