@@ -104,7 +104,7 @@ def add(bucket: Bucket,
         ttl=c.parse_age(ttl, "--ttl") or None if ttl else None,
         max_bytes=c.parse_size(max_bucket_size, "--max-bucket-size") if max_bucket_size
         else -1)
-    obs = c.connect().create_object_store(cfg)
+    obs = c.connect(gateway=True).create_object_store(cfg)
     _show_status(obs.status(), f"Object store {bucket} was created")
 
 
@@ -126,7 +126,7 @@ def _show_status(st: Any, header: str | None = None) -> None:
 @c.command(app, "status")
 def status(bucket: Bucket) -> None:
     """A bucket's settings and size."""
-    _show_status(c.connect().object_store(bucket).status())
+    _show_status(c.connect(gateway=True).object_store(bucket).status())
 
 
 @c.command(app, "put")
@@ -139,7 +139,7 @@ def put(bucket: Bucket,
                                                         show_default=False)] = None,
         no_progress: NoProgress = False) -> None:
     """Store a file as an object (replacing one of the same name once complete)."""
-    obs = c.connect().object_store(bucket)
+    obs = c.connect(gateway=True).object_store(bucket)
     meta = ObjectMeta(name=name or file.name, description=description)
     size = file.stat().st_size
     with file.open("rb") as f, progress(f"put {meta.name}", size,
@@ -156,7 +156,7 @@ def get(bucket: Bucket, name: Name,
                                                     show_default=False)] = None,
         force: Force = False, no_progress: NoProgress = False) -> None:
     """Write an object to a file, checking its size and SHA-256 digest."""
-    obs = c.connect().object_store(bucket)
+    obs = c.connect(gateway=True).object_store(bucket)
     info = obs.info(name)
     target = output or Path(Path(name).name)
     if target.exists() and not force:
@@ -183,7 +183,7 @@ def get(bucket: Bucket, name: Name,
 def info(bucket: Bucket, name: Annotated[str | None, typer.Argument(
         help="object name (default: the bucket's status)", show_default=False)] = None) -> None:
     """An object's size, chunks and digest (or the bucket's status)."""
-    obs = c.connect().object_store(bucket)
+    obs = c.connect(gateway=True).object_store(bucket)
     if name is None:
         _show_status(obs.status())
     else:
@@ -195,7 +195,7 @@ def ls(bucket: Annotated[str | None, typer.Argument(
         help="list this bucket's objects (default: list the buckets)", show_default=False)
         ] = None) -> None:
     """List object store buckets, or the objects of one bucket."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     if bucket is None:
         names = sorted(n[len(PREFIX):] for n in js.stream_names() if n.startswith(PREFIX))
         if c.wants_json():
@@ -225,7 +225,7 @@ def rm(bucket: Bucket,
                                                   "whole bucket)", show_default=False)] = None,
        force: Force = False) -> None:
     """Delete an object, or the whole bucket."""
-    js = c.connect()
+    js = c.connect(gateway=True)
     obs = js.object_store(bucket)
     if name is None:
         confirm(f"Really delete object store {bucket}?", force)
@@ -247,7 +247,7 @@ def rm(bucket: Bucket,
 @c.command(app, "seal")
 def seal(bucket: Bucket, force: Force = False) -> None:
     """Make a bucket read-only for good."""
-    obs = c.connect().object_store(bucket)
+    obs = c.connect(gateway=True).object_store(bucket)
     confirm(f"Really seal object store {bucket}?", force)
     obs.seal()
     if c.wants_json():

@@ -10,12 +10,11 @@ from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, _message
-from rayjet.errors import APIError, BadRequestError, BucketNotFoundError, StreamNotFoundError
+from rayjet.errors import APIError, BadRequestError
 from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
 from rayjet.kv import bucket_stream_config as kv_stream_config
-from rayjet.objectstore import ObjectStore
+from rayjet.objectstore import ObjectStore, delete_object_store, open_object_store
 from rayjet.objectstore import bucket_stream_config as obj_stream_config
-from rayjet.objectstore import stream_name as obj_stream_name
 
 _LAST_SEQ = (1 << 63) - 1
 SCAN_PAGE_BYTES = 1 << 20
@@ -100,15 +99,7 @@ class KeyValueAPI:
 
     def object_store(self, bucket: str) -> ObjectStore:
         """An existing object store; BucketNotFoundError when there is none."""
-        stream = obj_stream_name(bucket)
-        try:
-            self.stream_info(stream)
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
-        return ObjectStore(self, bucket, stream)
+        return open_object_store(self, bucket)
 
     def delete_object_store(self, bucket: str) -> bool:
-        try:
-            return self.delete_stream(obj_stream_name(bucket))
-        except StreamNotFoundError:
-            raise BucketNotFoundError(name=bucket) from None
+        return delete_object_store(self, bucket)

@@ -447,6 +447,10 @@ class JetStreamBridge:
                     self.deliver(reply, got)
                     active[0] = time.monotonic()
                     batch -= len(got)
+                    if max_bytes:  # one budget for the whole request, however it is served
+                        max_bytes -= _delivered_bytes(got)
+                        if max_bytes <= 0:
+                            return
                 if status is not None and status[0] != 100:
                     code, description, pending_msgs, pending_bytes = _status(status)
                     if end is None and code == 408 and batch > 0 \
@@ -592,6 +596,16 @@ class JetStreamBridge:
         for (_, _, _), reply in nexts:
             if reply:
                 self._spawn(self.serve_pull(key[0], key[1], reply, _pull_request(b"")))
+
+
+def _delivered_bytes(got: Any) -> int:
+    """What a pull request's max_bytes counts of a DeliveryBatch (as the consumer counts
+    it): subject, reply, header block and payload of each message."""
+    total = 0
+    for i in range(len(got)):
+        subject, hdr, data = got.message(i)
+        total += len(subject) + len(got.reply(i)) + len(hdr) + len(data)
+    return total
 
 
 def _captured(config: StreamConfig) -> tuple[str, tuple[str, ...]]:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from rayjet.api import ConsumerConfig, KeyValueConfig, StreamConfig
+from rayjet.api import ConsumerConfig, KeyValueConfig, ObjectStoreConfig, StreamConfig
 from rayjet.api.headers import decode_headers, encode_headers
 from rayjet.api.info import ConsumerInfo, PubAck, RawStreamMsg, StreamInfo
 from rayjet.api.metadata import MsgMetadata
+from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -42,6 +43,8 @@ from rayjet.errors import TimeoutError as AnswerTimeout
 from rayjet.errors.exceptions import from_wire
 from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
 from rayjet.kv import bucket_stream_config as kv_stream_config
+from rayjet.objectstore import ObjectStore, delete_object_store, open_object_store
+from rayjet.objectstore import bucket_stream_config as obj_stream_config
 
 GATEWAY_ENV = "RAYJET_GATEWAY"
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -432,16 +435,34 @@ class GatewayJetStream:
     def delete_key_value(self, bucket: str) -> bool:
         return delete_bucket(self, bucket)
 
+    # -- object store (rayjet.objectstore.ObjectStore over this connection) ------------------
+    def create_object_store(self, config: ObjectStoreConfig | dict | str | None = None,
+                            **params: Any) -> ObjectStore:
+        if isinstance(config, str):
+            config = {"bucket": config}
+        cfg = ObjectStoreConfig.from_dict({**(_dict(config)), **params})
+        info = self.add_stream(obj_stream_config(cfg))
+        return ObjectStore(self, cfg.bucket, info.config.name)
+
+    def object_store(self, bucket: str) -> ObjectStore:
+        return open_object_store(self, bucket)
+
+    def delete_object_store(self, bucket: str) -> bool:
+        return delete_object_store(self, bucket)
+
     def _publish_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
                         ) -> list[PubAck | APIError]:
         """What a bucket writes: its subjects belong to its stream."""
         return self.publish_batch(msgs)
 
     def _scan_stream(self, stream: str, filter_: str = ">", start_seq: int = 1,
-                     end_seq: int | None = None, **_: Any
+                     end_seq: int | None = None, page_bytes: int = 0, **_: Any
                      ) -> Iterator[tuple[int, str, bytes, bytes, int]]:
         """``(seq, subject, header block, data, timestamp ns)`` of the messages matching
-        ``filter_``, in order: pulled through a short-lived consumer, a page at a time."""
+        ``filter_``, in order: pulled through a short-lived consumer, a page at a time
+        (``page_bytes`` given: as many object chunks of the default size as fit in it)."""
+        batch = max(1, page_bytes // DEFAULT_CHUNK_SIZE) if page_bytes else SCAN_PAGE
+        page: dict[str, Any] = {"batch": min(batch, SCAN_PAGE), "no_wait": True}
         cfg: dict[str, Any] = {"ack_policy": "none", "mem_storage": True, "num_replicas": 1,
                                "inactive_threshold": SCAN_IDLE_NS}
         if filter_ and filter_ != ">":
@@ -454,8 +475,7 @@ class GatewayJetStream:
             while True:
                 got = 0
                 for subject, reply, block, data in self.nc.pull(
-                        f"{API}CONSUMER.MSG.NEXT.{stream}.{name}",
-                        {"batch": SCAN_PAGE, "no_wait": True}):
+                        f"{API}CONSUMER.MSG.NEXT.{stream}.{name}", page):
                     # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
                     tokens = reply.rsplit(".", 5)
                     seq, ts, pending = int(tokens[-4]), int(tokens[-2]), int(tokens[-1])
@@ -465,7 +485,7 @@ class GatewayJetStream:
                     got += 1
                     if not pending:
                         return
-                if got < SCAN_PAGE:
+                if not got:
                     return
         finally:
             with contextlib.suppress(APIError):

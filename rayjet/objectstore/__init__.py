@@ -10,7 +10,9 @@ from rayjet.objectstore.store import (
     ObjectResult,
     ObjectStore,
     ObjectStoreStatus,
+    delete_object_store,
     encode_name,
+    open_object_store,
 )
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreStatus",
     "bucket_stream_config",
+    "delete_object_store",
     "encode_name",
+    "open_object_store",
     "stream_name",
 ]

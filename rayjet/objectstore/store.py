@@ -45,9 +45,11 @@ from rayjet.errors import (
     ObjectAlreadySealedError,
     ObjectDeletedError,
     ObjectNotFoundError,
+    StreamNotFoundError,
     StreamSealedError,
     TimeoutError,
 )
+from rayjet.objectstore.bucket import stream_name
 
 DIGEST_PREFIX = "SHA-256="
 GROUP_BYTES = 2 << 20  # chunks published per call: about this many bytes
@@ -573,3 +575,21 @@ def _start_meta_watch(js: Any, stream: str, subject: str, *, include_history: bo
                        config=ConsumerConfig(filter_subject=subject))
     info = sub.created_info or sub.consumer_info()
     return sub, 0 if updates_only else info.num_pending
+
+
+def open_object_store(js: Any, bucket: str) -> ObjectStore:
+    """An existing object store over ``js`` (either client); BucketNotFoundError when there
+    is none."""
+    stream = stream_name(bucket)
+    try:
+        js.stream_info(stream)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(name=bucket) from None
+    return ObjectStore(js, bucket, stream)
+
+
+def delete_object_store(js: Any, bucket: str) -> bool:
+    try:
+        return js.delete_stream(stream_name(bucket))
+    except StreamNotFoundError:
+        raise BucketNotFoundError(name=bucket) from None

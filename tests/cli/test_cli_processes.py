@@ -140,10 +140,10 @@ def test_seed_walkthrough_from_new_shells_survives_a_restart(sh, tmp_path):
     assert out.read_bytes() == blob
 
 
-def test_commands_go_through_the_gateway_when_one_runs(sh):
-    """With the head's gateway found, stream, consumer, publish and key-value commands are
-    NATS requests: they work with no Ray reachable at all, and give the same answers and
-    errors as the Ray path; RAYJET_GATEWAY=off takes the Ray path."""
+def test_commands_go_through_the_gateway_when_one_runs(sh, tmp_path):
+    """With the head's gateway found, stream, consumer, publish, key-value and object store
+    commands are NATS requests: they work with no Ray reachable at all, and give the same
+    answers and errors as the Ray path; RAYJET_GATEWAY=off takes the Ray path."""
     no_ray = {**sh.env, "RAY_ADDRESS": f"127.0.0.1:{free_port()}"}
     sh("stream", "add", "VIAGW", "--subjects", "viagw.*", "--defaults", env=no_ray)
     acks = sh.json("pub", "viagw.a", "m{{Count}}", "--count", "25", env=no_ray)
@@ -189,6 +189,16 @@ def test_commands_go_through_the_gateway_when_one_runs(sh):
     assert sh.json("stream", "info", "KV_gwkv", env=ray_path)["config"]["hosting"] == "shared"
     assert sh("kv", "get", "gwkv", "a.b", "--raw", env=ray_path).stdout.strip() == "two"
     sh("kv", "rm", "gwkv", "-f", env=no_ray)
+    # object store commands too (all but watch)
+    src = tmp_path / "gw.bin"
+    src.write_bytes(os.urandom(300_000))
+    sh("object", "add", "gwobj", env=no_ray)
+    sh("object", "put", "gwobj", str(src), env=no_ray)
+    out = tmp_path / "gw.out"
+    sh("object", "get", "gwobj", "gw.bin", "-O", str(out), env=no_ray)
+    assert out.read_bytes() == src.read_bytes()
+    assert [o["name"] for o in sh.json("object", "ls", "gwobj", env=no_ray)] == ["gw.bin"]
+    sh("object", "rm", "gwobj", "-f", env=no_ray)
     # without the gateway, and without Ray: a clear error
     err = sh("stream", "ls", code=1, env={**no_ray, "RAYJET_GATEWAY": "off"}).stderr
     assert "rayjet error" in err

@@ -515,6 +515,78 @@ def test_buckets_through_the_cli_client(gateway, js, drop_new_streams, monkeypat
         client.close()
 
 
+def test_object_store_through_the_cli_client(gateway, js, drop_new_streams,  # noqa: F811
+                                             monkeypatch):
+    """rayjet.objectstore.ObjectStore over the CLI's NATS client: objects of many chunks go
+    in and come back whole, read a page of chunks at a time; what the Python API stored
+    reads the same, and the other way round."""
+    import hashlib
+    import io
+    import os
+
+    from rayjet.api import ObjectMeta, ObjectMetaOptions
+    from rayjet.errors import BucketNotFoundError, ObjectNotFoundError
+    from rayjet.gateway import remote
+    from rayjet.objectstore import store
+
+    monkeypatch.setattr(store, "READ_PAGE_BYTES", 4 * 128 * 1024)  # pages of 4 chunks
+    gw = gateway()
+    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 10))
+    try:
+        obs = client.create_object_store("CLIOBJ")
+        blob = os.urandom(300_000)
+        info = obs.put("a/blob", io.BytesIO(blob),
+                       meta=ObjectMeta(options=ObjectMetaOptions(max_chunk_size=16384)))
+        assert info.chunks == 19 and info.size == len(blob)
+        got = client.object_store("CLIOBJ").get("a/blob")
+        assert hashlib.sha256(got.data).digest() == hashlib.sha256(blob).digest()
+        big = os.urandom(120_000)  # one large chunk
+        obs.put("big", io.BytesIO(big),
+                meta=ObjectMeta(options=ObjectMetaOptions(max_chunk_size=120_000)))
+        assert obs.get("big").data == big
+        # the Python API reads what the CLI stored, and the other way round
+        assert js.object_store("CLIOBJ").get("a/blob").data == blob
+        js.object_store("CLIOBJ").put("from-python", b"hello")
+        assert obs.get("from-python").data == b"hello"
+        assert sorted(i.name for i in obs.list()) == ["a/blob", "big", "from-python"]
+        obs.delete("big")
+        with pytest.raises(ObjectNotFoundError):
+            obs.get("big")
+        assert js.consumer_names("OBJ_CLIOBJ") == []  # no scan consumer left behind
+        assert client.delete_object_store("CLIOBJ")
+        with pytest.raises(BucketNotFoundError):
+            client.object_store("CLIOBJ")
+    finally:
+        client.close()
+
+
+def test_a_pulls_byte_limit_holds_for_the_whole_request(gateway, js, stream_name,  # noqa: F811
+                                                        drop_new_streams):  # noqa: F811
+    """max_bytes bounds everything one pull request gets, however many calls to the
+    consumer serve it; the message that does not fit ends it with nats-server's 409."""
+    import os
+
+    from rayjet.errors import APIError
+    from rayjet.gateway import remote
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.x"])
+    js.publish_batch([(f"{stream_name}.x", os.urandom(16_000))] * 10)
+    js.add_consumer(stream_name, durable_name="C", ack_policy="none")
+    gw = gateway()
+    requester = remote.Requester(f"nats://127.0.0.1:{gw.port}", 10)
+    got = []
+    try:
+        with pytest.raises(APIError) as ended:
+            for m in requester.pull(f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}.C",
+                                    {"batch": 100, "expires": 2_000_000_000,
+                                     "max_bytes": 50_000}):
+                got.append(m)
+        assert ended.value.code == 409 and "MaxBytes" in str(ended.value)
+        assert len(got) == 3  # 3 x ~16.1 kB fit in 50 kB, the 4th does not
+    finally:
+        requester.close()
+
+
 def test_push_consumers_without_flow_control_get_everything(
         gateway, js, stream_name, drop_new_streams):  # noqa: F811
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
