@@ -23,7 +23,10 @@ def replica_handles(js, name):
 
 def leader_id(js, name):
     for rid, handle in replica_handles(js, name).items():
-        st = ray.get(handle.status.remote(), timeout=30)
+        try:
+            st = ray.get(handle.status.remote(), timeout=30)
+        except ray.exceptions.ActorUnavailableError:
+            continue  # restarting after an earlier kill: not the leader now
         if st["role"] == "Leader":
             return rid
     return None
