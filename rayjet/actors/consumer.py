@@ -24,6 +24,7 @@ from typing import Any
 import msgpack
 
 from rayjet.actors import in_process
+from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
@@ -87,6 +88,7 @@ def decode_entry(data: bytes) -> list:
 
 async def _awaited(ref: Any) -> Any:
     return await ref
+
 
 
 class RemoteStreamReader:
@@ -820,9 +822,7 @@ class ConsumerReplica:
     async def _stop(self, why: str = "Consumer Deleted") -> None:
         for task in (self._timer, self._ack_task, self._metrics_task):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         for fetch in self._fetches.values():
             if not fetch.future.done():
                 fetch.status = (409, why)

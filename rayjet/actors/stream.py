@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from rayjet.actors import in_process
+from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
@@ -616,9 +617,7 @@ class StreamReplica:
         await self._copy.stop()
         for task in (self._upkeep, self._sweep):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         await self.host.stop()
         with contextlib.suppress(Exception):
             self.machine.store.close()
