@@ -152,8 +152,17 @@ class StreamsAPI:
         """The infos of many streams (``names``, default every stream whose subjects match
         ``subject``), their replicas asked side by side rather than one after another. A
         stream that is gone or has no leader maps to its error."""
+        if names is not None:
+            if isinstance(names, str):
+                raise BadRequestError("names must be a list of stream names, not one name")
+            try:
+                names = list(names)
+            except TypeError:
+                raise BadRequestError("names must be a list of stream names") from None
+            if not all(isinstance(n, str) and n for n in names):
+                raise BadRequestError("names must be a list of stream names")
         assignments = {a["config"]["name"]: a for a in self._meta_call("list_streams", subject)}
-        wanted = list(assignments) if names is None else list(names)
+        wanted = list(assignments) if names is None else names
 
         def one(name: str) -> StreamInfo | APIError:
             assignment = assignments.get(name)

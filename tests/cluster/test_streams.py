@@ -78,6 +78,9 @@ def test_infos_of_many_streams_at_once_match_each_ones_info(js, stream_name):
             one = js.stream_info(name)
             assert (one.config, one.state.last_seq) == (infos[name].config,
                                                         infos[name].state.last_seq)
+        for bad in ("one_name", [names[0], 7], [""], 7):
+            with pytest.raises(BadRequestError):
+                js.stream_infos(bad)
         listed = {i.config.name: i.state.messages for i in js.streams_info()}
         assert {n: listed[n] for n in names} == {n: i for i, n in enumerate(names)}
     finally:
