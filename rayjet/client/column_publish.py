@@ -17,6 +17,7 @@ from rayjet.api import PubAck
 from rayjet.api import headers as H
 from rayjet.engine.columnar import message_columns
 from rayjet.errors import APIError
+from rayjet.storage import arrow_arrays as arrays
 from rayjet.subjects import validate_stored_subject, validate_subject
 
 MAX_CALL_ROWS = 50_000
@@ -122,8 +123,8 @@ def check_client_side(cols, literal_wildcards: bool = False) -> None:
 def call_ranges(cols, start: int, stop: int) -> list[tuple[int, int]]:
     """Row ranges of at most MAX_CALL_ROWS rows and about MAX_CALL_BYTES of payload."""
     out = []
-    ends = np.cumsum(pc.binary_length(cols.data.slice(start, stop - start))
-                     .to_numpy(zero_copy_only=False).astype(np.int64))
+    ends = np.cumsum(arrays.to_numbers(pc.binary_length(cols.data.slice(start, stop - start)))
+                     .astype(np.int64))
     at = start
     while at < stop:
         done = ends[at - start - 1] if at > start else 0
@@ -139,7 +140,7 @@ def row_streams(cols, stream_for: Callable[[str], str], acks: PubAcks
     """Each row's stream as an index into the returned names; -1 where no stream captures
     the subject (those rows are answered in ``acks``)."""
     enc = pc.dictionary_encode(cols.subjects)
-    indices = enc.indices.to_numpy(zero_copy_only=False)
+    indices = arrays.to_numbers(enc.indices)
     names: list[str] = []
     codes = []
     for k, subject in enumerate(enc.dictionary.to_pylist()):
@@ -176,10 +177,10 @@ def messages_table(msgs: list[tuple]) -> pa.Table:
         else:
             ids.append(None)
             headers.append(h or None)
-    columns = {"subject": pa.array([m[0] for m in msgs], pa.string()),
-               "data": pa.array([m[1] for m in msgs], pa.binary())}
+    columns = {"subject": arrays.binaries([m[0] for m in msgs], pa.string()),
+               "data": arrays.binaries([m[1] for m in msgs])}
     if any(i is not None for i in ids):
-        columns["msg_id"] = pa.array(ids, pa.string())
+        columns["msg_id"] = arrays.binaries(ids, pa.string())
     if any(h is not None for h in headers):
         columns["headers"] = pa.array(headers, pa.map_(pa.string(), pa.string()))
     return pa.table(columns)

@@ -20,6 +20,7 @@ from rayjet.api import headers as H
 from rayjet.api.enums import DiscardPolicy
 from rayjet.engine.ops import MsgRunOp, id_header
 from rayjet.errors import APIError, BadRequestError, DuplicateInProcessError, MessageTooBigError
+from rayjet.storage import arrow_arrays as arrays
 
 REQUIRED = ("subject", "data")
 OPTIONAL = ("headers", "msg_id")
@@ -222,7 +223,7 @@ class ColumnarPublish:
         if subjects.null_count:
             return None
         enc = pc.dictionary_encode(subjects)
-        which = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        which = arrays.to_numbers(enc.indices).astype(np.int64)
         stored: list[str] = []
         answers: dict[int, Any] = {}
         ok = np.ones(n, dtype=bool)
@@ -235,7 +236,7 @@ class ColumnarPublish:
                 ok[bad] = False
                 answers.update(dict.fromkeys((bad + start).tolist(), err))
         data = cols.data.slice(start, n)
-        dlen = pc.binary_length(data).to_numpy(zero_copy_only=False).astype(np.int64)
+        dlen = arrays.to_numbers(pc.binary_length(data)).astype(np.int64)
         ids = cols.msg_ids[start:stop] if cols.msg_ids is not None else None
         if ids is not None and not any(ids):
             ids = None
@@ -259,7 +260,7 @@ class ColumnarPublish:
         if not self._run_fits(len(rows), int(sizes.sum()), names):
             return None
         if len(rows) < n:
-            data = data.take(pa.array(rows))
+            data = data.take(arrays.numbers(rows))
         ends, payload = binary_parts(data)
         run_ids = tuple(ids[r] or "" for r in rows.tolist()) if ids is not None else ()
         op = self._assign_run(names, run_which, ends, payload, run_ids, sizes)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from rayjet.engine.consumer_types import ACK_PREFIX, Delivery, DeliveryRun
 from rayjet.errors import BadRequestError
+from rayjet.storage import arrow_arrays as arrays
 
 # the columns of DeliveryBatch.to_arrow; ``headers`` is the NATS header block (null: none),
 # the form publish_batch takes back
@@ -177,7 +178,7 @@ class DeliveryBatch:
         """Every message as a row of :data:`ARROW_SCHEMA`; the stream and consumer names
         are in the schema's metadata."""
         n = len(self)
-        subjects = pa.array(self.subjects, pa.string()).take(pa.array(self.which))
+        subjects = arrays.binaries(self.subjects, pa.string()).take(arrays.numbers(self.which))
         hdr_offsets = np.zeros(n + 1, np.int64)
         hdr_offsets[1:] = self.hdr_ends
         no_hdr = np.diff(hdr_offsets) == 0
@@ -185,8 +186,8 @@ class DeliveryBatch:
             subjects,
             _binary(self.data, self.data_ends),
             _binary(self.hdrs, self.hdr_ends, None if not no_hdr.any() else no_hdr),
-            *(pa.array(getattr(self, name)) for name in _NUMBERS[:-1]),
-            pa.array(self.timestamp, pa.timestamp("ns", tz="UTC")),
+            *(arrays.numbers(getattr(self, name)) for name in _NUMBERS[:-1]),
+            arrays.numbers(self.timestamp, pa.timestamp("ns", tz="UTC")),
         ]
         schema = ARROW_SCHEMA.with_metadata({"stream": self.stream, "consumer": self.consumer})
         return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -197,9 +198,7 @@ def _binary(blob: bytes, ends: np.ndarray, null: np.ndarray | None = None) -> pa
     but the offsets); ``null`` marks the rows without a value."""
     offsets = np.zeros(len(ends) + 1, np.int64)
     offsets[1:] = ends
-    validity = None
-    if null is not None:
-        validity = pa.array(~null).buffers()[1]
+    validity = None if null is None else arrays.validity(null)
     if len(blob) < (1 << 31) - 1:
         return pa.Array.from_buffers(pa.binary(), len(ends), [
             validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(blob)],

@@ -37,7 +37,8 @@ from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import NO_RESPONDERS
-from rayjet.subjects import matches_any
+from rayjet.storage import arrow_arrays as arrays
+from rayjet.subjects import matches_any, subject_matches
 
 log = logging.getLogger(__name__)
 
@@ -288,10 +289,10 @@ class JetStreamBridge:
         are stored as the client sent them (a NATS client reads them back byte for byte)."""
         headers = any(m[2] for m in batch)
         if headers or len(batch) >= TABLE_FROM:
-            cols = {"subject": pa.array([m[0] for m in batch], pa.string()),
-                    "data": pa.array([m[3] for m in batch], pa.binary())}
+            cols = {"subject": arrays.binaries([m[0] for m in batch], pa.string()),
+                    "data": arrays.binaries([m[3] for m in batch])}
             if headers:
-                cols["headers"] = pa.array([m[2] or None for m in batch], pa.binary())
+                cols["headers"] = arrays.binaries([m[2] or None for m in batch])
             msgs: Any = pa.table(cols)
             one = msgs.slice
         else:  # a few messages without header blocks: the list form costs less
@@ -521,6 +522,13 @@ class JetStreamBridge:
         pump = PushPump(self, key[0], key[1], cfg)
         self._pumps[key] = pump
         pump.task = self._spawn(pump.run())
+
+    def subscribed(self, subject: str) -> None:
+        """A client subscribed to ``subject``: the push pumps it may be for start now
+        (nats.py makes the consumer first and subscribes to its deliver subject after)."""
+        for pump in self._pumps.values():
+            if subject_matches(pump.config.get("deliver_subject") or "", subject):
+                pump.interest_arrived()
 
     def expect_flow_answer(self, subject: str, pump: PushPump) -> None:
         self._flow_waits[subject] = pump

@@ -17,6 +17,7 @@ answers even if the request was lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from typing import Any
@@ -28,6 +29,7 @@ PUSH_BATCH = 256  # messages a poll asks for at first
 PUSH_MAX_BATCH = 4096  # ... and at most, while full polls come back
 POLL = 0.5  # seconds a poll waits for messages
 NO_INTEREST_CHECK = 2.0  # seconds between checks that an unwatched consumer still exists
+NO_INTEREST_WAIT = 0.5  # seconds an unwatched pump sleeps unless a subscription wakes it
 BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the pump waits
 FC_WINDOW = 32 * 1024 * 1024  # flow control: bytes out unconfirmed before a stall (nats-server's)
 FC_PREFIX = "$JS.FC."
@@ -54,9 +56,14 @@ class PushPump:
         self.window_full = False  # the next message does not fit the window's room
         self._fc_answered = asyncio.Event()
         self._fc_ids = itertools.count(1)
+        self._interest = asyncio.Event()  # set when a client subscribes to the deliver subject
 
     def stop(self) -> None:
         self._stopped = True
+        self._interest.set()
+
+    def interest_arrived(self) -> None:
+        self._interest.set()
 
     @property
     def heartbeat(self) -> float:
@@ -113,7 +120,9 @@ class PushPump:
                     last_check = now
                     if not await self._exists():
                         return
-                await asyncio.sleep(0.05)
+                self._interest.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._interest.wait(), NO_INTEREST_WAIT)
                 continue
             if max(getattr(r.owner, "backlog", lambda: 0)() for r in receivers) > BACKLOG_LIMIT:
                 await asyncio.sleep(0.01)

@@ -190,6 +190,8 @@ class Connection:
             sub = Subscription(self, sid, subject, queue)
             self.subs[sid] = sub
             self.gateway.interest.add(sub)
+            if self.gateway.bridge is not None:
+                self.gateway.bridge.subscribed(subject)
             if self.verbose:
                 self.send(P.OK)
         elif kind == P.UNSUB:

@@ -16,6 +16,7 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
+from rayjet.storage import arrow_arrays as arrays
 from rayjet.storage import record as rec
 
 SCHEMA = pa.schema([
@@ -52,20 +53,21 @@ def _cut(whole: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     else:
         kind = pa.large_binary()
     spans = pa.Array.from_buffers(kind, 2 * n + 1, [None, pa.py_buffer(offsets), whole])
-    out = spans.take(pa.array(np.arange(1, 2 * n, 2)))
+    out = spans.take(arrays.numbers(np.arange(1, 2 * n, 2)))
     return out.cast(pa.binary()) if kind != pa.binary() else out
 
 
 def empty() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in SCHEMA], schema=SCHEMA)
+    return pa.RecordBatch.from_arrays([arrays.empty(f.type) for f in SCHEMA], schema=SCHEMA)
 
 
 def from_rows(seqs: list[int], tss: list[int], subjects: list[str], hdrs: list[bytes],
               datas: list[bytes]) -> pa.RecordBatch:
     """The same columns built from Python values (stores without block buffers)."""
     return pa.RecordBatch.from_arrays([
-        pa.array(seqs, pa.uint64()), pa.array(tss, pa.int64()), pa.array(subjects, pa.string()),
-        pa.array(hdrs, pa.binary()), pa.array(datas, pa.binary())], schema=SCHEMA)
+        arrays.numbers(seqs, pa.uint64()), arrays.numbers(tss, pa.int64()),
+        arrays.binaries(subjects, pa.string()), arrays.binaries(hdrs),
+        arrays.binaries(datas)], schema=SCHEMA)
 
 
 def decode_plain(buf: bytes, seqs: np.ndarray, lens: np.ndarray) -> pa.RecordBatch | None:
@@ -105,7 +107,7 @@ def decode_plain(buf: bytes, seqs: np.ndarray, lens: np.ndarray) -> pa.RecordBat
         return None
     whole = pa.py_buffer(buf)
     return pa.RecordBatch.from_arrays([
-        pa.array(seqs.astype(np.uint64)), pa.array(ts),
+        arrays.numbers(seqs, pa.uint64()), arrays.numbers(ts, pa.int64()),
         _cut(whole, subj_start, subj_end).view(pa.string()),  # checked when stored
         _cut(whole, hdr_start, hdr_end), _cut(whole, hdr_end, tails)], schema=SCHEMA)
 

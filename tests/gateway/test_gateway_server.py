@@ -605,3 +605,27 @@ def test_push_consumers_without_flow_control_get_everything(
         return got
 
     assert asyncio.run(run()) == [f"message {i}".encode() for i in range(50)]
+
+
+def test_a_push_consumer_made_before_its_subscription_starts_when_it_comes(
+        gateway, js, stream_name, drop_new_streams, monkeypatch):  # noqa: F811
+    # nats.py makes a push consumer, then subscribes to its deliver subject: the SUB wakes
+    # the consumer's pump (with the pump's own wait stretched past the test's timeout, a
+    # pump that only woke on its own would miss it)
+    from rayjet.gateway import pushing
+    monkeypatch.setattr(pushing, "NO_INTEREST_WAIT", 60.0)
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", f"message {i}".encode()) for i in range(3)])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        deliver = nc.new_inbox()
+        await nc.jetstream().add_consumer(stream_name, durable_name="LATE",
+                                          deliver_subject=deliver, ack_policy="none")
+        sub = await nc.subscribe("_INBOX.*")  # a wildcard covering it wakes the pump too
+        got = [(await sub.next_msg(timeout=10)).data for _ in range(3)]
+        await nc.close()
+        return got
+
+    assert asyncio.run(run()) == [f"message {i}".encode() for i in range(3)]
