@@ -5,8 +5,9 @@
 
 The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
-consumer replaying a stream, and a core request/reply round trip (a responder on the same
-connection). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
+consumer replaying a stream, a core request/reply round trip (a responder on the same
+connection), stream creation (R1 file streams made one after another, as nats.py's
+JSMTest makes 300) and listing them all (STREAM.LIST pages of 256 infos). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
 gateway is faster). The gateway runs in a process of its own (as `rayjet gateway` does, so
 nats-py and the gateway do not share an interpreter), over a local Ray started for the run.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,41 @@ def request_reply(url: str, count: int, size: int = nb.DEFAULT_SIZE) -> nb.Laten
     return asyncio.run(_request_reply(url, count, size))
 
 
+async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency]:
+    import nats
+
+    nc = await nats.connect(url)
+    jsm = nc.jsm()
+    names = [f"bench_create_{i}" for i in range(count)]
+    times = []
+    for name in names:
+        t = time.perf_counter()
+        await jsm.add_stream(name=name, subjects=[f"{name}.>"])
+        times.append((time.perf_counter() - t) * 1e6)
+    t = time.perf_counter()
+    listed = 0
+    while True:  # nats.py's streams_info asks one page; page on as a tool does
+        page = await jsm.streams_info(offset=listed)
+        listed += len(page)
+        if len(page) < 256:
+            break
+    list_us = (time.perf_counter() - t) * 1e6
+    for name in names:
+        await jsm.delete_stream(name)
+    await nc.close()
+    times.sort()
+    mean = sum(times) / len(times)
+    create = nb.Latency("stream create", count, 0, nb.percentile(times, 50),
+                        nb.percentile(times, 99), mean, 1e6 / mean)
+    listing = nb.Latency(f"stream list ({listed})", 1, 0, list_us, list_us, list_us,
+                         listed * 1e6 / list_us)
+    return create, listing
+
+
+def stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency]:
+    return asyncio.run(_stream_creation(url, count))
+
+
 SERVE = textwrap.dedent("""
     import logging
     import os
@@ -68,7 +105,7 @@ SERVE = textwrap.dedent("""
         logging.getLogger("rayjet.gateway").setLevel(logging.DEBUG)
     from rayjet.gateway import GatewayOptions, GatewayThread
 
-    js = rayjet.connect(data_dir=sys.argv[2])
+    js = rayjet.connect(data_dir=sys.argv[2], hosting=sys.argv[3])
     gw = GatewayThread(js, GatewayOptions(port=int(sys.argv[1])))
     gw.start()
     print("listening", flush=True)
@@ -88,28 +125,47 @@ def measure(url: str, counts: dict[str, int]) -> dict[str, object]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small counts")
-    args = ap.parse_args(argv)
-    counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300}
-              if args.quick else
-              {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000})
+def creation(url: str, counts: dict[str, int]) -> dict[str, object]:
+    create, listing = stream_creation(url, counts["streams"])
+    return {"stream create": create, "stream list": listing}
 
+
+@contextlib.contextmanager
+def _gateway(hosting: str):
+    """A gateway in a process of its own over a fresh local Ray; yields its URL."""
     port = nb.free_port()
     server = subprocess.Popen([sys.executable, "-c", SERVE, str(port),
-                               tempfile.mkdtemp(prefix="rayjet-bench-gw-")],
+                               tempfile.mkdtemp(prefix="rayjet-bench-gw-"), hosting],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline()
         if "listening" not in line:
             raise SystemExit(f"the gateway did not start: {line!r}")
-        ours = measure(f"nats://127.0.0.1:{port}", counts)
+        yield f"nats://127.0.0.1:{port}"
     finally:
         server.stdin.close()  # the gateway process ends when its stdin does
         server.wait(60)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small counts")
+    args = ap.parse_args(argv)
+    counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300,
+               "streams": 60}
+              if args.quick else
+              {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000,
+               "streams": 300})
+
+    ours = {}
+    # the data path on dedicated replica actors (rayjet's default); stream creation on
+    # shared host actors (a process per replica would not fit hundreds of streams here)
+    for hosting, run in (("dedicated", lambda url: measure(url, counts)),
+                         ("shared", lambda url: creation(url, counts))):
+        with _gateway(hosting) as url:
+            ours.update(run(url))
     with nb.NatsServer() as srv:
-        theirs = measure(srv.urls[0], counts)
+        theirs = measure(srv.urls[0], counts) | creation(srv.urls[0], counts)
 
     rows = []
     for name, a in ours.items():

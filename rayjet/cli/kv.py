@@ -229,7 +229,7 @@ def watch(bucket: Bucket,
           updates_only: Annotated[bool, typer.Option("--updates-only", help="no current "
                                                      "values, changes only")] = False) -> None:
     """Current values, then every change, until --count, --wait idle seconds or Ctrl-C."""
-    kv = c.connect().key_value(bucket)
+    kv = c.connect(gateway=True).key_value(bucket)
     watcher = kv.watch(keys_, include_history=history_, updates_only=updates_only)
     got = 0
     idle_since = time.monotonic()

@@ -266,7 +266,7 @@ def watch(bucket: Bucket,
           updates_only: Annotated[bool, typer.Option("--updates-only",
                                                      help="changes only")] = False) -> None:
     """Current objects, then every change, until --count, --wait idle seconds or Ctrl-C."""
-    watcher = c.connect().object_store(bucket).watch(updates_only=updates_only)
+    watcher = c.connect(gateway=True).object_store(bucket).watch(updates_only=updates_only)
     got = 0
     idle_since = time.monotonic()
     try:

@@ -182,7 +182,7 @@ def sub(subject: Annotated[str | None, typer.Argument(
         ago = c.parse_age(since, "--since")
         params.update(deliver_policy=DeliverPolicy.BY_START_TIME,
                       opt_start_time=datetime.now(tz=UTC) - timedelta(seconds=ago))
-    js = c.connect()
+    js = c.connect(gateway=True)
     policy = params.pop("deliver_policy")
     subscription = js.subscribe(subject, stream=stream, ordered_consumer=True,
                                 deliver_policy=policy,

@@ -464,7 +464,14 @@ class JetStreamBridge:
                     self.gateway.route(reply, None, P.status_header(code, description, extra),
                                        b"")
                     return
-                if batch <= 0 or no_wait or (end is not None and time.monotonic() >= end):
+                if batch <= 0:
+                    return
+                if no_wait:
+                    # ask on: once nothing is left the consumer ends the pull with a 404, as
+                    # nats-server ends a no-wait pull that got part of its batch, so the
+                    # client stops waiting
+                    continue
+                if end is not None and time.monotonic() >= end:
                     return
                 if not self.gateway.interest.has_interest(reply):
                     return

@@ -35,6 +35,7 @@ from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE
 from rayjet.errors import (
     APIError,
     BadRequestError,
+    ConsumerNotFoundError,
     NoMessagesError,
     NotFoundError,
     ServiceUnavailableError,
@@ -53,6 +54,7 @@ API = "$JS.API."
 PIPELINE = 1000  # publishes in flight at once in publish_batch
 SCAN_PAGE = 1000  # messages a scan asks for at a time
 SCAN_IDLE_NS = 60 * 10**9  # a scan's consumer goes if the scan is abandoned this long
+TAIL_PAGE = 256  # messages an ordered consumer asks for at a time
 
 
 class NoGateway(Exception):
@@ -237,6 +239,8 @@ class Requester:
                     continue
                 if block is not None and not reply:
                     code, text, _ = _status(block)
+                    if code == 404 and text == "Consumer Not Found":
+                        raise ConsumerNotFoundError(text)
                     if code in (404, 408):
                         return
                     if code != 100:
@@ -423,6 +427,36 @@ class GatewayJetStream:
         """An existing pull consumer to fetch from (the CLI's `consumer next` and `sub`)."""
         return PullSubscription(self.nc, stream, durable)
 
+    def find_stream_name_by_subject(self, subject: str) -> str:
+        names = self.stream_names(subject)
+        if not names:
+            raise NotFoundError(f"no stream captures subject {subject!r}",
+                                spec="STREAM_NOT_FOUND")
+        return names[0]
+
+    def subscribe(self, subject: str | None = None, stream: str | None = None, *,
+                  ordered_consumer: bool = True, deliver_policy: Any = None,
+                  config: ConsumerConfig | None = None, headers_only: bool | None = None,
+                  **params: Any) -> OrderedTail:
+        """An ordered consumer (the only kind this client follows): every message of
+        ``stream`` (or of the one capturing ``subject``) matching the filter, in order, once
+        (the CLI's `sub`, `kv watch` and `object watch`)."""
+        if not ordered_consumer:
+            raise BadRequestError("through a gateway the CLI follows ordered consumers only")
+        if not stream:
+            if not subject:
+                raise BadRequestError("give a subject or a stream to subscribe to")
+            stream = self.find_stream_name_by_subject(subject)
+        cfg = _dict(config)
+        cfg.update((k, v) for k, v in _dict(ConsumerConfig(**params)).items() if k in params)
+        if deliver_policy is not None:
+            cfg["deliver_policy"] = getattr(deliver_policy, "value", deliver_policy)
+        if headers_only:
+            cfg["headers_only"] = True
+        if subject and not cfg.get("filter_subject") and not cfg.get("filter_subjects"):
+            cfg["filter_subject"] = subject
+        return OrderedTail(self, stream, cfg)
+
     # -- key-value (rayjet.kv.KeyValue over this connection) ---------------------------------
     def create_key_value(self, config: KeyValueConfig | dict | None = None, **params: Any
                          ) -> KeyValue:
@@ -541,6 +575,57 @@ class PullSubscription:
 
     def unsubscribe(self) -> None:
         """Nothing to undo: each fetch is one request."""
+
+
+class OrderedTail:
+    """An ordered consumer over the blocking connection: an ephemeral pull consumer that
+    keeps no acks and lives in memory (it goes by itself once abandoned), read a page at a
+    time: what is there at once, else one long poll. When its consumer is gone (a stream
+    leader or gateway restart) another is made from the next stream sequence, as nats-py's
+    ordered consumer resets."""
+
+    def __init__(self, js: GatewayJetStream, stream: str, config: dict[str, Any]) -> None:
+        self.js, self.stream = js, stream
+        self._config = {k: v for k, v in config.items() if v is not None}
+        self._config.update(ack_policy="none", mem_storage=True, num_replicas=1,
+                            inactive_threshold=SCAN_IDLE_NS)
+        self._buffer: list[Delivered] = []
+        self._last_seq = 0  # the stream sequence of the last message handed out
+        self.created_info = self._create()
+
+    def _create(self) -> ConsumerInfo:
+        cfg = dict(self._config)
+        if self._last_seq:
+            cfg.update(deliver_policy="by_start_sequence", opt_start_seq=self._last_seq + 1)
+            cfg.pop("opt_start_time", None)
+        self.created_info = self.js.add_consumer(self.stream, cfg)
+        self._sub = PullSubscription(self.js.nc, self.stream, self.created_info.name)
+        return self.created_info
+
+    def consumer_info(self) -> ConsumerInfo:
+        return self.js.consumer_info(self.stream, self._sub.consumer)
+
+    def next_msg(self, timeout: float | None = 5.0) -> Delivered:
+        """The next message; TimeoutError when none comes within ``timeout`` seconds."""
+        if not self._buffer:
+            try:
+                self._buffer = self._sub.fetch(TAIL_PAGE, timeout)[::-1]
+            except NoMessagesError as err:
+                raise AnswerTimeout(str(err)) from None
+            except APIError as err:
+                if not (isinstance(err, ConsumerNotFoundError)
+                        or err.code == 409 and "Deleted" in err.description):
+                    raise
+                self._create()  # the consumer is gone: start over where we are
+                raise AnswerTimeout(f"no message from {self.stream} within {timeout}s"
+                                    ) from None
+        msg = self._buffer.pop()
+        self._last_seq = msg.metadata.sequence.stream
+        return msg
+
+    def unsubscribe(self) -> None:
+        with contextlib.suppress(APIError, OSError):
+            self.js.delete_consumer(self.stream, self._sub.consumer)
 
 
 def _dict(config: Any) -> dict[str, Any]:

@@ -352,7 +352,7 @@ class KeyValue:
 
     def _watch_entry(self, msg: Any) -> Entry:
         key = msg.subject[len(self._pre):]
-        hdrs = msg.headers
+        hdrs = msg.headers or {}  # a message without headers may carry None
         return Entry(bucket=self._bucket, key=key, value=msg.data,
                      revision=msg.metadata.sequence.stream, delta=msg.metadata.num_pending,
                      created=msg_time(msg), operation=_operation(hdrs))

@@ -164,13 +164,16 @@ def test_commands_go_through_the_gateway_when_one_runs(sh, tmp_path):
     assert err["err_code"] == 10059
     err = sh.json("pub", "nowhere.x", "hi", code=1, env=no_ray)["error"]
     assert err["err_code"] == 10059
+    # `sub` follows the stream through an ordered consumer of the gateway's
+    tail = sh("--json", "sub", "viagw.b", "--all", "--count", "1", env=no_ray).stdout
+    assert [json.loads(line)["seq"] for line in tail.splitlines()] == [26]
     sh("stream", "rmm", "VIAGW", "1", "-f", env=no_ray)
     assert sh.json("stream", "purge", "VIAGW", "-f", env=no_ray)["purged"] == 25
     # the Ray path sees what the gateway path did
     info = sh.json("stream", "info", "VIAGW", env={**sh.env, "RAYJET_GATEWAY": "off"})
     assert info["state"]["first_seq"] == 27 and info["state"]["messages"] == 0
     sh("stream", "rm", "VIAGW", "-f", env=no_ray)
-    # key-value commands too (all but watch)
+    # key-value commands too
     sh("kv", "add", "gwkv", "--history", "5", env=no_ray)
     assert sh.json("kv", "put", "gwkv", "a.b", "one", env=no_ray)["revision"] == 1
     sh("kv", "put", "gwkv", "a.b", "two", env=no_ray)
@@ -180,6 +183,9 @@ def test_commands_go_through_the_gateway_when_one_runs(sh, tmp_path):
     assert [(e["revision"], e["data"]) for e in history] == [(1, "one"), (2, "two")]
     assert sh.json("kv", "keys", "gwkv", env=no_ray) == ["a.b", "c"]
     sh("kv", "update", "gwkv", "c", "stale", "1", code=1, env=no_ray)  # revision 3 is last
+    watched = sh("--json", "kv", "watch", "gwkv", "--count", "2", env=no_ray).stdout
+    assert [(e["key"], e["revision"], e["data"]) for e in map(json.loads, watched.splitlines())
+            ] == [("a.b", 2, "two"), ("c", 3, "three")]
     sh("kv", "del", "gwkv", "c", "-f", env=no_ray)
     err = sh.json("kv", "get", "gwkv", "c", code=1, env=no_ray)["error"]
     assert err["code"] == 404
@@ -189,7 +195,7 @@ def test_commands_go_through_the_gateway_when_one_runs(sh, tmp_path):
     assert sh.json("stream", "info", "KV_gwkv", env=ray_path)["config"]["hosting"] == "shared"
     assert sh("kv", "get", "gwkv", "a.b", "--raw", env=ray_path).stdout.strip() == "two"
     sh("kv", "rm", "gwkv", "-f", env=no_ray)
-    # object store commands too (all but watch)
+    # object store commands too
     src = tmp_path / "gw.bin"
     src.write_bytes(os.urandom(300_000))
     sh("object", "add", "gwobj", env=no_ray)
@@ -198,6 +204,9 @@ def test_commands_go_through_the_gateway_when_one_runs(sh, tmp_path):
     sh("object", "get", "gwobj", "gw.bin", "-O", str(out), env=no_ray)
     assert out.read_bytes() == src.read_bytes()
     assert [o["name"] for o in sh.json("object", "ls", "gwobj", env=no_ray)] == ["gw.bin"]
+    watched = sh("--json", "object", "watch", "gwobj", "--count", "1", env=no_ray).stdout
+    assert [(o["name"], o["size"]) for o in map(json.loads, watched.splitlines())
+            ] == [("gw.bin", 300_000)]
     sh("object", "rm", "gwobj", "-f", env=no_ray)
     # without the gateway, and without Ray: a clear error
     err = sh("stream", "ls", code=1, env={**no_ray, "RAYJET_GATEWAY": "off"}).stderr

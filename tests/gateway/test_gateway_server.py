@@ -435,10 +435,17 @@ def test_pull_requests_end_with_nats_server_statuses(
         await nc.jetstream().publish(f"{stream_name}.a", b"x" * 100)
         out.append(await ask(nc, sub, inbox, b'{"batch":1,"max_bytes":10}'))
         out.append(await ask(nc, sub, inbox, b'{"batch":1,"no_wait":true}'))
+        # a no-wait pull that gets part of its batch ends with a 404 after it
+        for body in (b"y", b"z"):
+            await nc.jetstream().publish(f"{stream_name}.a", body)
+        await nc.publish(next_subject, b'{"batch":5,"no_wait":true}', reply=inbox)
+        out.append([await sub.next_msg(timeout=10) for _ in range(3)])
         await nc.close()
         return out
 
-    empty, expired, too_big, one = asyncio.run(run())
+    empty, expired, too_big, one, partial = asyncio.run(run())
+    assert [m.data for m in partial[:2]] == [b"y", b"z"]
+    assert partial[2].headers["Status"] == "404" and partial[2].data == b""
     assert empty[0]["Status"] == "404" and empty[0]["Description"] == "No Messages"
     assert expired[0]["Status"] == "408"
     assert expired[0]["Nats-Pending-Messages"] == "2"
