@@ -171,11 +171,12 @@ class MetaMember:
         op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns(),
                                                default_hosting=default_hosting)
         sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
-        rid, leader = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
-        try:
-            info = await asyncio.wait_for(_awaited(leader.info.remote()), REQUEST_TIMEOUT)
-        except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
-            info = None
+        rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
+        if info is None:
+            try:
+                info = await asyncio.wait_for(_awaited(leader.info.remote()), REQUEST_TIMEOUT)
+            except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
+                info = None
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}
 
     async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:

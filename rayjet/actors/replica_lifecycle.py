@@ -425,17 +425,37 @@ async def _as_future(ref: Any) -> Any:
     return await ref
 
 
+class ReadyGroup(NamedTuple):
+    """A stream group's leader once its replicas run: its id, its handle, and its stream
+    info when the leader answered with it (else None)."""
+
+    rid: str
+    leader: Any
+    info: dict[str, Any] | None
+
+
 async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True,
-                                 peers: Peers | None = None) -> tuple[str, Any] | None:
+                                 peers: Peers | None = None) -> ReadyGroup | None:
     """Create the replicas of ``peers`` (default: all of the stream's) that do not exist,
     wait until they answer and (``wait``) until the group has a leader, which is returned
-    as :func:`find_leader` gives it."""
+    with its stream info (a replica that leads as soon as it runs, as a new group's
+    preferred one does, gives it with its first answer)."""
     created = {rid: create_replica(sa, rid, node, data_dir)
                for rid, node in (sa.peers if peers is None else peers)}
-    await _ping_all(list(created.values()), PING_TIMEOUT)
-    if wait:
-        return await find_leader(sa, handles=created)
-    return None
+    calls = {rid: asyncio.ensure_future(_as_future(h.ready.remote(wait)))
+             for rid, h in created.items()}
+    done, pending = await asyncio.wait(calls.values(), timeout=PING_TIMEOUT)
+    for fut in pending:
+        fut.cancel()
+    for fut in done:
+        fut.result()  # a dead replica raises here
+    if not wait:
+        return None
+    for rid, fut in calls.items():
+        if fut in done and fut.result()["leader"]:
+            return ReadyGroup(rid, created[rid], fut.result()["info"])
+    rid, leader = await find_leader(sa, handles=created)
+    return ReadyGroup(rid, leader, None)
 
 
 async def _stop(handle: Any) -> None:

@@ -260,6 +260,14 @@ class StreamReplica:
         self._ensure_started()
         return self.id
 
+    async def ready(self, with_info: bool = False) -> dict[str, Any]:
+        """Answered once this replica runs: whether it leads and takes writes, and (asked
+        for, when it does) its stream info: what a creation waits for, in one call instead
+        of a ping, a look for the leader and an info call."""
+        self._ensure_started()
+        leads = self.group.is_leader and self.engine.is_leader
+        return {"leader": leads, "info": await self.info() if with_info and leads else None}
+
     async def hold(self) -> None:
         """Answer only when this replica stops: quiet peers wait on it to notice our death."""
         self._ensure_started()

@@ -45,6 +45,10 @@ class StreamReplicaActor(StreamReplica):
         self.guests.restore()
         return await super().ping()
 
+    async def ready(self, with_info: bool = False) -> dict[str, Any]:
+        self.guests.restore()
+        return await super().ready(with_info)
+
     # -- the replica host's calls, for the consumer replicas here ------------------------------
     async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
         return await self.guests.place(name, kind, args, kwargs)

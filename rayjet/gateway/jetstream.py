@@ -467,10 +467,12 @@ class JetStreamBridge:
                 if batch <= 0:
                     return
                 if no_wait:
-                    # ask on: once nothing is left the consumer ends the pull with a 404, as
-                    # nats-server ends a no-wait pull that got part of its batch, so the
-                    # client stops waiting
-                    continue
+                    if len(got) and int(got.num_pending[-1]) == 0:
+                        # the end of the stream: nats-server ends a no-wait pull that got
+                        # part of its batch with a 404 then, so the client stops waiting
+                        self.gateway.route(reply, None, P.status_header(404, "No Messages"),
+                                           b"")
+                    return
                 if end is not None and time.monotonic() >= end:
                     return
                 if not self.gateway.interest.has_interest(reply):
