@@ -30,6 +30,7 @@ from rayjet.actors.raft_host import (
 )
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
+from rayjet.actors.stream import new_stream_info
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError
@@ -73,6 +74,13 @@ async def _awaited(ref: Any) -> Any:
     return await ref
 
 
+def _answers_unstarted(config: StreamConfig) -> bool:
+    """Whether a new stream's creation can answer before its replicas run: replicas in
+    shared hosts start in a running process within milliseconds (a dedicated actor takes a
+    process start, worth waiting for), and a mirror's or source's info needs its leader."""
+    return config.shared_hosting and config.mirror is None and not config.sources
+
+
 def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
     return {"config": sa.config.to_dict(), "created_ns": sa.created_ns, "group": sa.group,
             "peers": [list(p) for p in sa.peers],
@@ -104,6 +112,7 @@ class MetaMember:
         self.host = RaftHost(group, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
         self._reconciler: asyncio.Task | None = None
+        self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
         self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
@@ -170,7 +179,12 @@ class MetaMember:
         peers = existing.peers if existing else lifecycle.place_stream(cfg, self.catalogue)
         op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns(),
                                                default_hosting=default_hosting)
-        sa = op if isinstance(op, StreamAssignment) else await self._commit(op)
+        if isinstance(op, StreamAssignment):  # the same stream exists: ask its leader
+            sa = op
+        else:
+            sa = await self._commit(op)
+            if _answers_unstarted(sa.config):
+                return self._start_new_stream(sa)
         rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
         if info is None:
             try:
@@ -178,6 +192,26 @@ class MetaMember:
             except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
                 info = None
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}
+
+    def _start_new_stream(self, sa: StreamAssignment) -> dict[str, Any]:
+        """Answer a new stream's creation once its replicas are asked to start, without
+        waiting for them: its info is known (see new_stream_info) and the first call to
+        its leader waits for it. A replica that fails to start is logged here and started
+        again by reconciliation."""
+        created = lifecycle.start_stream_replicas(sa, self.data_dir)
+        task = asyncio.get_running_loop().create_task(lifecycle.replicas_ready(sa, created))
+        self._starting.add(task)
+        task.add_done_callback(lambda t: self._started_stream(sa, t))
+        preferred = lifecycle.preferred_replica(sa)
+        info = new_stream_info(sa.config, sa.created_ns, sa.group,
+                               preferred if len(sa.peers) == 1 else None)
+        return {"assignment": assignment_dict(sa), "leader": preferred, "info": info}
+
+    def _started_stream(self, sa: StreamAssignment, task: asyncio.Task) -> None:
+        self._starting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("meta %s: the replicas of new stream %s did not start: %r",
+                        self.id, sa.name, task.exception())
 
     async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
         """Change a stream's config, replicas or placement. Changes of one stream run one at

@@ -81,20 +81,25 @@ def actor_options(name: str, node_id: str | None = None,
 
 
 # -- where a replica may run ---------------------------------------------------------------------
-_nodes_cache: tuple[float, dict[str, tuple[bool, dict[str, str]]]] = (0.0, {})
+_nodes_cache: tuple[float, list[dict[str, Any]]] = (0.0, [])
 
 
-def _all_node_labels() -> dict[str, tuple[bool, dict[str, str]]]:
-    """(alive, labels) of every Ray node the control store knows, dead ones included
-    (cached briefly: one look per reconcile)."""
+def recent_ray_nodes() -> list[dict[str, Any]]:
+    """``ray.nodes()`` as seen within the last NODES_TTL seconds (one control-store call
+    for a reconcile pass, or for many stream creations in a row)."""
     global _nodes_cache
     seen, nodes = _nodes_cache
     if time.monotonic() - seen > NODES_TTL:
-        nodes = {n["NodeID"]: (bool(n.get("Alive")),
-                               {str(k): str(v) for k, v in (n.get("Labels") or {}).items()})
-                 for n in ray.nodes()}
+        nodes = ray.nodes()
         _nodes_cache = (time.monotonic(), nodes)
     return nodes
+
+
+def _all_node_labels() -> dict[str, tuple[bool, dict[str, str]]]:
+    """(alive, labels) of every Ray node the control store knows, dead ones included."""
+    return {n["NodeID"]: (bool(n.get("Alive")),
+                          {str(k): str(v) for k, v in (n.get("Labels") or {}).items()})
+            for n in recent_ray_nodes()}
 
 
 def node_labels() -> dict[str, dict[str, str]]:
@@ -223,10 +228,13 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
                  fresh: tuple[str, ...] = ()) -> Peers:
     """(replica id, node id) pairs for ``cfg``: existing replicas kept where they still fit,
     new ones named from ``fresh`` in order (the group's next ids, see
-    ``StreamAssignment.fresh_ids``), else ``r0``, ``r1``... for a new group."""
+    ``StreamAssignment.fresh_ids``), else ``r0``, ``r1``... for a new group. A new group
+    is placed on the nodes seen within the last second; a change, on those Ray sees now
+    (a move off a node that just left must not choose it again)."""
     loads = loads_from_assignments(
         [node for _, node in sa.peers] for sa in catalogue.streams.values())
-    servers = servers_from_ray_nodes(ray.nodes(), loads=loads)
+    nodes = ray.nodes() if existing else recent_ray_nodes()
+    servers = servers_from_ray_nodes(nodes, loads=loads)
     # several replicas per node only when the cluster is too small (a laptop, a test)
     colocate = sum(1 for s in servers if s.selectable) < cfg.num_replicas
     stretch = is_stretch(cfg.placement)
@@ -350,12 +358,18 @@ def host_on(node: str | None, key: str, data_dir: Any,
         name = known  # keep it where it ran (its spec file is there), whatever the pool
     else:
         name = host_actor_name(node, host_index(key, hosts_per_node()))
-    handle = remote_class(ReplicaHost).options(
-        name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-    ).remote(name, str(data_dir))
+    handle = _host_handles.get(name)
+    if handle is None:  # a host restarts in place (max_restarts=-1): its handle stays good
+        handle = _host_handles[name] = remote_class(ReplicaHost).options(
+            name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+            max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+        ).remote(name, str(data_dir))
     return name, handle
+
+
+# host actor name -> handle, dropped when the host fails to answer (see _host_listing)
+_host_handles: dict[str, Any] = {}
 
 
 def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
@@ -434,14 +448,31 @@ class ReadyGroup(NamedTuple):
     info: dict[str, Any] | None
 
 
+def start_stream_replicas(sa: StreamAssignment, data_dir: Any,
+                          peers: Peers | None = None) -> dict[str, Any]:
+    """Create the replicas of ``peers`` (default: all of the stream's) that do not exist;
+    their handles by replica id (each starts on its own: see :func:`replicas_ready`)."""
+    return {rid: create_replica(sa, rid, node, data_dir)
+            for rid, node in (sa.peers if peers is None else peers)}
+
+
+def preferred_replica(sa: StreamAssignment) -> str:
+    """The replica a new group's first election makes leader (it campaigns at once)."""
+    return (list(sa.bootstrap) or [r for r, _ in sa.peers])[0]
+
+
 async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True,
                                  peers: Peers | None = None) -> ReadyGroup | None:
-    """Create the replicas of ``peers`` (default: all of the stream's) that do not exist,
-    wait until they answer and (``wait``) until the group has a leader, which is returned
-    with its stream info (a replica that leads as soon as it runs, as a new group's
-    preferred one does, gives it with its first answer)."""
-    created = {rid: create_replica(sa, rid, node, data_dir)
-               for rid, node in (sa.peers if peers is None else peers)}
+    """Create the replicas of ``peers`` (default: all of the stream's) that do not exist and
+    wait as :func:`replicas_ready` does."""
+    return await replicas_ready(sa, start_stream_replicas(sa, data_dir, peers), wait=wait)
+
+
+async def replicas_ready(sa: StreamAssignment, created: dict[str, Any], *,
+                         wait: bool = True) -> ReadyGroup | None:
+    """Wait until the ``created`` replicas answer and (``wait``) until the group has a
+    leader, which is returned with its stream info (a replica that leads as soon as it runs,
+    as a new group's preferred one does, gives it with its first answer)."""
     calls = {rid: asyncio.ensure_future(_as_future(h.ready.remote(wait)))
              for rid, h in created.items()}
     done, pending = await asyncio.wait(calls.values(), timeout=PING_TIMEOUT)
@@ -677,7 +708,6 @@ def parse_replica_name(name: str) -> ReplicaActor | None:
 
 
 HOST_PREFIX = host_actor_name("", 0).rsplit(".", 2)[0]  # "rayjet.host"
-_host_handles: dict[str, Any] = {}
 
 
 def _named_actors() -> list[str]:

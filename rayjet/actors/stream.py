@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import time
@@ -62,6 +63,29 @@ OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subsc
 
 def _ts(ns: int) -> datetime | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
+
+
+def _state_dict(st: Any, consumer_count: int) -> dict[str, Any]:
+    return {
+        "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
+        "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
+        "consumer_count": consumer_count,
+        "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
+    }
+
+
+def new_stream_info(config: StreamConfig, created_ns: int, group: str,
+                    leader: str | None) -> dict[str, Any]:
+    """What :meth:`StreamReplica.info` answers for a stream nothing was written to yet, known
+    without asking a replica: the config and state of an engine over an empty store (the
+    defaults it fills in and a ``first_seq`` setting included). ``leader``: the group's
+    leader when it is certain (R1)."""
+    in_memory = dataclasses.replace(config, storage=StorageType.MEMORY)
+    machine = StreamMachine(config, MemStore(store_config(in_memory)))
+    state = _state_dict(machine.store.state(), consumer_count=0)
+    return {"config": machine.engine.config.to_dict(), "state": state,
+            "created_ns": created_ns, "cluster": {"raft_group": group, "leader": leader},
+            "leader": leader}
 
 
 class StreamReplica:
@@ -432,12 +456,8 @@ class StreamReplica:
         self._require_current()
         engine, store = self.engine, self.machine.store
         st = store.state()
-        state = {
-            "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
-            "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
-            "consumer_count": len(self.leader_consumers),  # the catalogue's: the client adds
-            "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
-        }
+        # the consumer count is of the consumers run here: the client adds the catalogue's
+        state = _state_dict(st, consumer_count=len(self.leader_consumers))
         if deleted_details:
             state["deleted"] = list(st.deleted)
         if subjects_filter:

@@ -44,9 +44,13 @@ def wait_replicas_equal(js, name, last_seq, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
         handles = replica_handles(js, name)
-        contents = {rid: replica_contents(h, last_seq) for rid, h in handles.items()}
+        try:
+            contents = {rid: replica_contents(h, last_seq) for rid, h in handles.items()}
+        except ray.exceptions.ActorUnavailableError:
+            contents = {}  # one is still restarting after a kill: ask again
         values = list(contents.values())
-        if all(v == values[0] for v in values) and values[0] and values[0][-1][0] == last_seq:
+        if (values and all(v == values[0] for v in values) and values[0]
+                and values[0][-1][0] == last_seq):
             return values[0]
         if time.monotonic() > deadline:
             raise AssertionError(f"replicas differ: { {r: len(v) for r, v in contents.items()} }")

@@ -291,3 +291,32 @@ def test_a_paused_host_holds_up_none_of_its_groups(js, stream_name):
 def test_stopping_a_replica_that_does_not_run_is_a_bad_request(js):
     with pytest.raises(BadRequestError):
         lifecycle.stop_replica("rayjet.stream.NOSUCHGROUP-1.r0")
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_a_new_shared_stream_answers_with_what_its_leader_then_says(js, stream_name, replicas):
+    """A new stream in shared hosts answers before its replicas run: the info it answers
+    is what its leader says once it runs (defaults filled in, first_seq honoured), and the
+    first publish right after is stored where first_seq says."""
+    cfg = StreamConfig(name=stream_name, num_replicas=replicas, first_seq=41,
+                       allow_msg_ttl=True, hosting="shared")
+    created = js.add_stream(cfg)
+    ack = js.publish(stream_name, b"first", timeout=20)
+    assert ack.seq == 41
+    later = js.stream_info(stream_name)
+    assert created.config == later.config
+    assert list(created.config.subjects) == [stream_name]  # a default filled in
+    assert created.created == later.created
+    assert (created.state.messages, created.state.first_seq, created.state.last_seq) == (0, 41, 40)
+    assert (later.state.messages, later.state.first_seq, later.state.last_seq) == (1, 41, 41)
+    # the same creation again is answered by the leader, as it stands now
+    again = js.add_stream(cfg)
+    assert again.state.messages == 1
+
+
+def test_a_new_shared_stream_is_ready_for_a_consumer_at_once(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], hosting="shared")
+    js.add_consumer(stream_name, ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+    js.publish(f"{stream_name}.a", b"x", timeout=20)
+    msgs = js.pull_subscribe(f"{stream_name}.a", "d", stream=stream_name).fetch(1, timeout=20)
+    assert [m.data for m in msgs] == [b"x"]
