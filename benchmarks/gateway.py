@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/gateway.py --quick     # small counts
     .venv/bin/python benchmarks/gateway.py             # full counts
+    .venv/bin/python benchmarks/gateway.py --only streams   # creation and listing only
 
 The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
@@ -150,6 +151,8 @@ def _gateway(hosting: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small counts")
+    ap.add_argument("--only", choices=("data", "streams"),
+                    help="only the data rows, or only stream creation and listing")
     args = ap.parse_args(argv)
     counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300,
                "streams": 60}
@@ -157,15 +160,18 @@ def main(argv: list[str] | None = None) -> int:
               {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000,
                "streams": 300})
 
-    ours = {}
+    parts = [("dedicated", measure), ("shared", creation)]
+    if args.only:
+        parts = [parts[0] if args.only == "data" else parts[1]]
+    ours, theirs = {}, {}
     # the data path on dedicated replica actors (rayjet's default); stream creation on
     # shared host actors (a process per replica would not fit hundreds of streams here)
-    for hosting, run in (("dedicated", lambda url: measure(url, counts)),
-                         ("shared", lambda url: creation(url, counts))):
+    for hosting, run in parts:
         with _gateway(hosting) as url:
-            ours.update(run(url))
+            ours.update(run(url, counts))
     with nb.NatsServer() as srv:
-        theirs = measure(srv.urls[0], counts) | creation(srv.urls[0], counts)
+        for _, run in parts:
+            theirs.update(run(srv.urls[0], counts))
 
     rows = []
     for name, a in ours.items():

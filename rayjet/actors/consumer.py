@@ -744,6 +744,11 @@ class ConsumerReplica:
             self._dispatch(self.engine.serve())
         return await self.info()
 
+    async def step_down(self, timeout: float = 5.0) -> str | None:
+        """$JS.API.CONSUMER.LEADER.STEPDOWN: another replica leads (see RaftHost.step_down)."""
+        self._require_leader()
+        return await self.host.step_down(timeout)
+
     async def unpin(self, group: str) -> bool:
         """``$JS.API.CONSUMER.UNPIN``: the group's pinned client loses its pin; a waiting
         standby pull gets it with the next message."""

@@ -160,6 +160,11 @@ class MetaMember:
             raise NotLeaderError(f"meta member {self.id} is not the leader",
                                  group="meta", leader=self.host.group.leader)
 
+    async def step_down(self) -> str | None:
+        """$JS.API.META.LEADER.STEPDOWN: another member leads (see RaftHost.step_down)."""
+        self._require_leader()
+        return await self.host.step_down(REQUEST_TIMEOUT)
+
     async def _commit(self, op) -> Any:
         return await self.host.propose(encode_meta_op(op), REQUEST_TIMEOUT)
 

@@ -146,6 +146,45 @@ class RaftHost:
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
 
+    async def step_down(self, timeout: float) -> str | None:
+        """Hand leadership to the most caught-up other voter (nats-server's leader step-down)
+        and wait until that voter leads; its id, or None for a group of one voter, which
+        keeps its leader. NotLeaderError on a non-leader; ServiceUnavailableError when no
+        other voter took over within ``timeout`` (this replica may lead again)."""
+        group = self.group
+        if not group.is_leader:
+            raise NotLeaderError(f"{self.name} is not the leader", group=self.name,
+                                 leader=group.leader)
+        raft = group.node.raft
+        others = [nid for nid in group.conf_state.voters if nid != group.id]
+        if not others:
+            return None
+        to = max(others, key=lambda nid: raft.prs[nid].match if nid in raft.prs else -1)
+        moved = asyncio.Event()
+
+        def watch(out: Output) -> None:
+            if out.role is not None:
+                moved.set()
+
+        self.on_output.append(watch)
+        try:
+            group.wake()  # a quiet group ticks again: the transfer runs on ticks
+            self._woken.set()
+            group.transfer_leader(to)
+            self.pump()
+            deadline = time.monotonic() + timeout
+            while group.is_leader or group.leader in (None, group.id):
+                moved.clear()
+                try:
+                    await asyncio.wait_for(moved.wait(), deadline - time.monotonic())
+                except TimeoutError:
+                    raise ServiceUnavailableError(
+                        f"{self.name}: no other replica took the leadership within "
+                        f"{timeout:.1f}s") from None
+        finally:
+            self.on_output.remove(watch)
+        return group.leader
+
     def leader_wanted(self) -> None:
         """A client asked this non-leader for the leader's work. A quiet follower ticks
         again: if its leader cannot answer (paused, cut off, but not dead, so no death

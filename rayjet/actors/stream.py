@@ -437,6 +437,11 @@ class StreamReplica:
                 "learners": list(st.conf_state.learners),
                 "match": {nid: pr.match for nid, pr in self.group.node.raft.prs.items()}}
 
+    async def step_down(self, timeout: float = DEFAULT_TIMEOUT) -> str | None:
+        """$JS.API.STREAM.LEADER.STEPDOWN: another replica leads (see RaftHost.step_down)."""
+        self._ensure_started()
+        return await self.host.step_down(timeout)
+
     async def transfer_leadership(self, to: str) -> None:
         self._ensure_started()
         self.group.transfer_leader(to)

@@ -1,4 +1,4 @@
-"""``rayjet consumer ...``: add, info, ls, rm, next, sub."""
+"""``rayjet consumer ...``: add, info, ls, step-down, rm, next, sub."""
 
 import dataclasses
 import json
@@ -245,6 +245,19 @@ def ls(stream: Stream,
     c.print_renderables(c.list_table(
         ["Name", "Description", "Created", "Ack Pending", "Unprocessed", "Last Delivery"],
         rows, title=f"Consumers of {stream} ({len(infos)})", right=[3, 4]))
+
+
+@c.command(app, "step-down")
+def step_down(stream: Stream, name: Consumer) -> None:
+    """Move the consumer's leadership to another replica."""
+    leader = c.connect(gateway=True).consumer_leader_stepdown(stream, name)
+    what = f"Consumer {c.escape(stream)} > {c.escape(name)}"
+    if c.wants_json():
+        c.emit_json({"stream": stream, "consumer": name, "leader": leader})
+    elif leader is None:
+        c.console().print(f"{what} has one replica: it keeps leading")
+    else:
+        c.console().print(f"{what} is now led by {c.escape(leader)}")
 
 
 @c.command(app, "rm")

@@ -1,4 +1,5 @@
-"""``rayjet stream ...``: add, edit, info, ls, rm, purge, view, get, rmm, report."""
+"""``rayjet stream ...``: add, edit, info, ls, rm, step-down, purge, view, get, rmm,
+report."""
 
 import dataclasses
 import json
@@ -441,6 +442,18 @@ def rm(name: Name, force: Force = False) -> None:
         c.emit_json({"deleted": name})
     else:
         c.console().print(f"Stream {c.escape(name)} was deleted")
+
+
+@c.command(app, "step-down")
+def step_down(name: Name) -> None:
+    """Move the stream's leadership to another replica (before work on the leader's node)."""
+    leader = c.connect(gateway=True).stream_leader_stepdown(name)
+    if c.wants_json():
+        c.emit_json({"stream": name, "leader": leader})
+    elif leader is None:
+        c.console().print(f"Stream {c.escape(name)} has one replica: it keeps leading")
+    else:
+        c.console().print(f"Stream {c.escape(name)} is now led by {c.escape(leader)}")
 
 
 @c.command(app, "purge")

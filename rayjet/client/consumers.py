@@ -141,6 +141,19 @@ class ConsumersAPI:
         raw = self._consumer_router(stream, name).call("info", timeout=self.timeout)
         return ConsumerInfo.from_dict(raw)
 
+    def consumer_leader_stepdown(self, stream: str, name: str) -> str | None:
+        """Move the consumer's leadership to another replica
+        (``$JS.API.CONSUMER.LEADER.STEPDOWN``); the new leader's id, None for a consumer of
+        one replica (one in its stream's leader moves with the stream's leadership)."""
+        router = self._consumer_router(stream, name)
+        if isinstance(router, LeaderConsumerRouter):
+            router.call("info", timeout=self.timeout)  # ConsumerNotFoundError when gone
+            return None
+        new = router.call("step_down", timeout=self.timeout, retry_unknown=False)
+        if new is not None:
+            router.leader = new
+        return new
+
     def advance_consumer(self, stream: str, name: str, stream_seq: int) -> ConsumerInfo:
         """Settle everything up to ``stream_seq`` for an ack-all pull consumer at once, as
         if each message had been delivered and acked (a rayjet extension: a batch job that

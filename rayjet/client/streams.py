@@ -134,6 +134,27 @@ class StreamsAPI:
 
         return RepublishSubscription(self, subject, streams)
 
+    def stream_leader_stepdown(self, name: str) -> str | None:
+        """Move the stream's leadership to another replica, as
+        ``$JS.API.STREAM.LEADER.STEPDOWN`` does (before maintenance on the leader's node,
+        say). Answers once the most caught-up other replica leads, with its id; None for an
+        R1 stream, whose only replica keeps leading. Not retried: a second step-down would
+        move the leadership again."""
+        _, router = self._stream(name)
+        new = self._stream_call(name, "step_down", retry_unknown=False)
+        if new is not None:
+            router.leader = new
+        return new
+
+    def meta_leader_stepdown(self) -> str | None:
+        """Move the meta group's leadership to another member
+        (``$JS.API.META.LEADER.STEPDOWN``); the new leader's id."""
+        self._check_open()
+        new = self._meta.call("step_down", timeout=self.timeout, retry_unknown=False)
+        if new is not None:
+            self._meta.leader = new
+        return new
+
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     deleted_details: bool = False) -> StreamInfo:
         assignment, _ = self._stream(name, refresh=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.api import StreamConfig
 from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
@@ -120,11 +121,8 @@ class JetStreamBridge:
         self._republishing.clear()
         for pump in list(self._pumps.values()):
             pump.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await task
+        # a push pump waits on its events through wait_for, which can swallow one cancel
+        await asyncio.gather(*(cancel_and_wait(t) for t in list(self._tasks)))
         self._pumps.clear()
 
     def _spawn(self, coro: Any) -> asyncio.Task:

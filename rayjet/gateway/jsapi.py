@@ -334,6 +334,36 @@ def consumer_unpin(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str
     return {}
 
 
+# -- leadership -------------------------------------------------------------------------------
+def _empty_request(body: dict[str, Any]) -> None:
+    if body:  # nats-server's step-downs take no request (a preferred placement is not kept)
+        raise error_for("BAD_REQUEST", err="a step-down request carries no body")
+
+
+def stream_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]
+                           ) -> dict[str, Any]:
+    """STREAM.LEADER.STEPDOWN.<stream>: answered once another replica leads (an R1
+    stream's only replica keeps leading, and the answer is a success, as nats-server's)."""
+    name = _name(tokens, 3, "stream")
+    _empty_request(body)
+    js.stream_leader_stepdown(name)
+    return {"success": True}
+
+
+def consumer_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]
+                             ) -> dict[str, Any]:
+    stream, name = _name(tokens, 3, "stream"), _name(tokens, 4, "consumer")
+    _empty_request(body)
+    js.consumer_leader_stepdown(stream, name)
+    return {"success": True}
+
+
+def meta_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    _empty_request(body)
+    js.meta_leader_stepdown()
+    return {"success": True}
+
+
 # (API tokens after $JS.API) -> (handler, response type)
 ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
     ("INFO",): (account_info, "account_info_response"),
@@ -354,6 +384,11 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
     ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response"),
     ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response"),
     ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response"),
+    ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown,
+                                       "stream_leader_stepdown_response"),
+    ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
+                                         "consumer_leader_stepdown_response"),
+    ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response"),
 }
 
 
@@ -365,7 +400,8 @@ def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
             continue
         hit = ROUTES.get(tuple(tokens[:n]))
         if hit is not None:
-            if hit[0] in (stream_names, stream_list, account_info) and len(tokens) != n:
+            if (hit[0] in (stream_names, stream_list, account_info, meta_leader_stepdown)
+                    and len(tokens) != n):
                 return None
             return hit
     return None

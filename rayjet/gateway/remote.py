@@ -336,6 +336,13 @@ class GatewayJetStream:
     def delete_stream(self, name: str) -> bool:
         return bool(self._api(f"STREAM.DELETE.{name}").get("success"))
 
+    def stream_leader_stepdown(self, name: str) -> str | None:
+        """The new leader's id (None: one replica, which keeps leading), as the Python
+        API's; the answer says only success, so the stream's info names the leader."""
+        self._api(f"STREAM.LEADER.STEPDOWN.{name}")
+        info = self.stream_info(name)
+        return info.cluster.leader if info.config.num_replicas > 1 and info.cluster else None
+
     def purge_stream(self, name: str, subject: str | None = None, seq: int | None = None,
                      keep: int | None = None) -> int:
         body = {k: v for k, v in (("filter", subject), ("seq", seq), ("keep", keep)) if v}
@@ -394,6 +401,12 @@ class GatewayJetStream:
         path = f"CONSUMER.CREATE.{stream}" + (f".{name}" if name else "")
         doc = self._api(path, {"stream_name": stream, "config": cfg.to_dict()})
         return ConsumerInfo.from_dict(doc)
+
+    def consumer_leader_stepdown(self, stream: str, name: str) -> str | None:
+        self._api(f"CONSUMER.LEADER.STEPDOWN.{stream}.{name}")
+        info = self.consumer_info(stream, name)
+        replicas = info.cluster.replicas if info.cluster else ()
+        return info.cluster.leader if replicas else None
 
     def delete_consumer(self, stream: str, name: str) -> bool:
         return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}").get("success"))

@@ -111,3 +111,19 @@ def test_errors_carry_err_code_and_hint(cli):
 def test_no_cluster_is_a_clear_error(cli):
     out = cli("stream", "ls", "--address", "127.0.0.1:1", code=1).output
     assert "no Ray cluster" in out and "rayjet server start" in out
+
+
+def test_step_down_moves_the_leader(cli, stream_name):
+    cli("stream", "add", stream_name, "--subjects", f"{stream_name}.*", "--replicas", "3",
+        "--storage", "memory")
+    before = cli.json("stream", "info", stream_name)["cluster"]["leader"]
+    moved = cli.json("stream", "step-down", stream_name)
+    assert moved["leader"] not in (None, before)
+    assert "is now led by" in cli("stream", "step-down", stream_name).stdout
+    cli("stream", "add", stream_name + "ONE", "--subjects", f"{stream_name}ONE.*",
+        "--storage", "memory")
+    assert "keeps leading" in cli("stream", "step-down", stream_name + "ONE").stdout
+    gone = cli("stream", "step-down", stream_name + "NOPE", code=1)
+    assert "err_code=10059" in gone.output
+    for name in (stream_name, stream_name + "ONE"):
+        cli("stream", "rm", name, "-f")

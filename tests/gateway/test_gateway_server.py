@@ -636,3 +636,60 @@ def test_a_push_consumer_made_before_its_subscription_starts_when_it_comes(
         return got
 
     assert asyncio.run(run()) == [f"message {i}".encode() for i in range(3)]
+
+
+def test_leader_step_downs_answer_as_nats_server(gateway, js, stream_name,  # noqa: F811
+                                                 drop_new_streams):  # noqa: F811
+    import json
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], num_replicas=3)
+    js.add_consumer(stream_name, durable_name="d", num_replicas=3)
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        api = "$JS.API."
+
+        async def ask(subject, body=b""):
+            return json.loads((await nc.request(api + subject, body, timeout=20)).data)
+
+        before = (await ask(f"STREAM.INFO.{stream_name}"))["cluster"]["leader"]
+        done = await ask(f"STREAM.LEADER.STEPDOWN.{stream_name}")
+        after = (await ask(f"STREAM.INFO.{stream_name}"))["cluster"]["leader"]
+        consumer = await ask(f"CONSUMER.LEADER.STEPDOWN.{stream_name}.d")
+        meta = await ask("META.LEADER.STEPDOWN")
+        missing = await ask(f"STREAM.LEADER.STEPDOWN.{stream_name}X")
+        no_consumer = await ask(f"CONSUMER.LEADER.STEPDOWN.{stream_name}.nope")
+        with_body = await ask(f"STREAM.LEADER.STEPDOWN.{stream_name}",
+                              b'{"placement":{"cluster":"c2"}}')
+        js_ = nc.jetstream()
+        ack = await js_.publish(f"{stream_name}.a", b"after")
+        await nc.close()
+        return before, done, after, consumer, meta, missing, no_consumer, with_body, ack
+
+    before, done, after, consumer, meta, missing, no_consumer, with_body, ack = \
+        asyncio.run(run())
+    assert done == {"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+                    "success": True}
+    assert after != before
+    assert consumer["success"] is True and meta["success"] is True
+    assert missing["error"]["err_code"] == 10059
+    assert no_consumer["error"]["err_code"] == 10014
+    assert with_body["error"]["err_code"] == 10003
+    assert ack.seq == 1
+
+    # the CLI's client: the new leader's id, from the stream's and consumer's info
+    from rayjet.errors import StreamNotFoundError
+    from rayjet.gateway import remote
+
+    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 20))
+    try:
+        led = js.stream_info(stream_name).cluster.leader
+        moved = client.stream_leader_stepdown(stream_name)
+        assert moved not in (None, led) and moved == js.stream_info(stream_name).cluster.leader
+        assert client.consumer_leader_stepdown(stream_name, "d") == \
+            js.consumer_info(stream_name, "d").cluster.leader
+        with pytest.raises(StreamNotFoundError):
+            client.stream_leader_stepdown(stream_name + "X")
+    finally:
+        client.close()
