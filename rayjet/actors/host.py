@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import pickle
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from rayjet.errors import BadRequestError
 log = logging.getLogger(__name__)
 
 KV_NAMESPACE = "rayjet.hosted"  # replica name -> host actor name
+REMOVED_KEPT = 10_000  # removed replica names a host remembers
 ARRIVAL_GRACE = 5.0  # seconds a call waits for a replica placed here whose place has not run
 
 
@@ -195,6 +197,9 @@ class ReplicaHost:
         self._restored = False
         self._starting: set[asyncio.Task] = set()
         self._arrivals: dict[str, asyncio.Event] = {}  # calls waiting for a place to run
+        # names removed for good (replica names are never used again): a place that runs
+        # after its remove (calls to an async actor may run out of order) starts nothing
+        self._removed: OrderedDict[str, None] = OrderedDict()
         start_when_restarted(host_name)  # restores every replica it ran
 
     # -- what runs here -----------------------------------------------------------------------
@@ -284,11 +289,17 @@ class ReplicaHost:
         """Run replica ``name`` here (a no-op when it runs here already), as a dedicated
         actor of ``kind`` would be created with ``args``/``kwargs``."""
         self.restore()
+        if name in self._removed:
+            raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
         if name not in self.replicas:
             self._start_replica(name, kind, args, kwargs)
             self._save(name, (kind, tuple(args), dict(kwargs)))
             await asyncio.to_thread(record_hosted, name, self.name)
-        await self.replicas[name].ping()
+        replica = self.replicas.get(name)
+        if replica is None:  # removed while it was being recorded: leave no record
+            await asyncio.to_thread(record_hosted, name, None)
+            raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
+        await replica.ping()
         return self.name
 
     async def call(self, name: str, method: str, args: tuple, kwargs: dict) -> Any:
@@ -320,6 +331,9 @@ class ReplicaHost:
         replica actor for good is)."""
         self.restore()
         replica = self.replicas.pop(name, None)
+        self._removed[name] = None
+        while len(self._removed) > REMOVED_KEPT:
+            self._removed.popitem(last=False)
         self._forget(name)
         await asyncio.to_thread(record_hosted, name, None)
         if replica is None:

@@ -320,3 +320,34 @@ def test_a_new_shared_stream_is_ready_for_a_consumer_at_once(js, stream_name):
     js.publish(f"{stream_name}.a", b"x", timeout=20)
     msgs = js.pull_subscribe(f"{stream_name}.a", "d", stream=stream_name).fetch(1, timeout=20)
     assert [m.data for m in msgs] == [b"x"]
+
+
+def test_a_place_that_runs_after_its_remove_starts_nothing(js, stream_name):
+    """Calls to a host may run out of order: a stream deleted right after its creation can
+    have its replica removed before the place that starts it runs. That place starts
+    nothing and leaves no record, instead of an orphan running until reconciliation."""
+    from rayjet.actors.host import NotHostedError, hosted_on
+    from rayjet.actors.names import stream_actor_name
+
+    cfg = StreamConfig(name=stream_name, hosting="shared")
+    group = f"{stream_name}-987654"
+    name = stream_actor_name(group, "r0")
+    node = ray.get_runtime_context().get_node_id()
+    _, host = lifecycle.host_on(node, name, js.data_dir, cfg)
+    assert ray.get(host.remove.remote(name), timeout=30) is False
+    args = (cfg.to_dict(), group, "r0", ["r0"], str(js.data_dir))
+    with pytest.raises(NotHostedError):
+        ray.get(host.place.remote(name, "stream", args, {"created_ns": 1}), timeout=30)
+    assert name not in ray.get(host.names.remote(), timeout=30)
+    assert hosted_on(name) is None
+
+
+def test_streams_deleted_as_soon_as_made_leave_no_replica(js, stream_name):
+    names = [f"{stream_name}X{i}" for i in range(10)]
+    for name in names:
+        js.add_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
+        js.delete_stream(name)
+    deadline = time.monotonic() + 30
+    while any(hosted_of(n) for n in names):
+        assert time.monotonic() < deadline, {n: hosted_of(n) for n in names if hosted_of(n)}
+        time.sleep(0.1)
