@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
-from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError
+from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
@@ -226,20 +227,41 @@ class MetaMember:
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         self.catalogue.stream(cfg.name)
-        self._updating[cfg.name] = self._updating.get(cfg.name, 0) + 1
-        lock = self._update_locks.setdefault(cfg.name, asyncio.Lock())
+        return assignment_dict(await self._changing(cfg.name, lambda: self._update_stream(cfg)))
+
+    async def remove_stream_peer(self, name: str, peer: str) -> dict[str, Any]:
+        """$JS.API.STREAM.PEER.REMOVE: replica ``peer`` leaves the stream's group and a new
+        replica, placed as a new one would be, takes its place (it joins first and catches
+        up, as when the stream grows), so the stream keeps its replica count and every
+        message; the removed replica's data is deleted."""
+        self._require_leader()
+        self._peer_of(self.catalogue.stream(name), peer)
+        return assignment_dict(await self._changing(
+            name, lambda: self._update_stream(self.catalogue.stream(name).config,
+                                              replace=peer)))
+
+    @staticmethod
+    def _peer_of(sa: StreamAssignment, peer: str) -> None:
+        if not isinstance(peer, str) or peer not in {rid for rid, _ in sa.peers}:
+            raise error_for("CLUSTER_PEER_NOT_MEMBER")
+
+    async def _changing(self, name: str, change: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``change`` of stream ``name``, one change of a stream at a time."""
+        self._updating[name] = self._updating.get(name, 0) + 1
+        lock = self._update_locks.setdefault(name, asyncio.Lock())
         try:
             async with lock:
                 self._require_leader()
-                sa = await self._update_stream(cfg)
+                return await change()
         finally:
-            self._updating[cfg.name] -= 1
-            if not self._updating[cfg.name]:
-                del self._updating[cfg.name]
-                self._update_locks.pop(cfg.name, None)
-        return assignment_dict(sa)
+            self._updating[name] -= 1
+            if not self._updating[name]:
+                del self._updating[name]
+                self._update_locks.pop(name, None)
 
-    async def _update_stream(self, cfg: StreamConfig) -> StreamAssignment:
+    async def _update_stream(self, cfg: StreamConfig, *, replace: str | None = None
+                             ) -> StreamAssignment:
+        """Change a stream to ``cfg``; ``replace``: a replica to swap for a new one."""
         old = self.catalogue.stream(cfg.name)
         cfg = resolve_hosting(cfg, old.config.hosting)  # unset: the stream keeps its own
         peers = old.peers
@@ -256,13 +278,16 @@ class MetaMember:
             old = dataclasses.replace(
                 old, peers=tuple(p for p in old.peers if p[0] not in drift.missing))
             gone = [stream_actor_name(old.group, rid) for rid in drift.missing]
+        if replace is not None:
+            self._peer_of(old, replace)  # a change that ran meanwhile may have removed it
         if (drift.voters or drift.missing or cfg.num_replicas != old.config.num_replicas
-                or cfg.placement != old.config.placement):
+                or cfg.placement != old.config.placement or replace is not None):
             # start from where the replicas run now, so one Ray moved off a dead node is
             # kept where it is instead of being replaced
             old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old)
                                       + drift.voters)
-            peers = lifecycle.place_stream(cfg, self.catalogue, existing=old.peers,
+            keep = tuple(p for p in old.peers if p[0] != replace)
+            peers = lifecycle.place_stream(cfg, self.catalogue, existing=keep,
                                            fresh=old.fresh_ids(cfg.num_replicas))
         op = self.catalogue.prepare_update_stream(cfg, peers=peers)
         peers = await self._reserve_new_ids(old, peers)

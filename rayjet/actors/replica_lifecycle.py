@@ -358,18 +358,13 @@ def host_on(node: str | None, key: str, data_dir: Any,
         name = known  # keep it where it ran (its spec file is there), whatever the pool
     else:
         name = host_actor_name(node, host_index(key, hosts_per_node()))
-    handle = _host_handles.get(name)
-    if handle is None:  # a host restarts in place (max_restarts=-1): its handle stays good
-        handle = _host_handles[name] = remote_class(ReplicaHost).options(
-            name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-            max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-        ).remote(name, str(data_dir))
+    # asked each time (not cached): a host killed for good is created again here
+    handle = remote_class(ReplicaHost).options(
+        name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+    ).remote(name, str(data_dir))
     return name, handle
-
-
-# host actor name -> handle, dropped when the host fails to answer (see _host_listing)
-_host_handles: dict[str, Any] = {}
 
 
 def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
@@ -708,6 +703,7 @@ def parse_replica_name(name: str) -> ReplicaActor | None:
 
 
 HOST_PREFIX = host_actor_name("", 0).rsplit(".", 2)[0]  # "rayjet.host"
+_host_handles: dict[str, Any] = {}
 
 
 def _named_actors() -> list[str]:

@@ -1,5 +1,5 @@
-"""``rayjet stream ...``: add, edit, info, ls, rm, step-down, purge, view, get, rmm,
-report."""
+"""``rayjet stream ...``: add, edit, info, ls, rm, step-down, peer-remove, purge, view,
+get, rmm, report."""
 
 import dataclasses
 import json
@@ -454,6 +454,21 @@ def step_down(name: Name) -> None:
         c.console().print(f"Stream {c.escape(name)} has one replica: it keeps leading")
     else:
         c.console().print(f"Stream {c.escape(name)} is now led by {c.escape(leader)}")
+
+
+@c.command(app, "peer-remove")
+def peer_remove(name: Name, peer: Annotated[str, typer.Argument(
+        help="the replica to replace (as `stream info` names them: r0, r1, ...)")]) -> None:
+    """Replace one replica of the stream with a new one (it catches up, then the old one
+    leaves and its data is deleted)."""
+    info = c.connect(gateway=True).stream_peer_remove(name, peer)
+    cluster = info.cluster
+    replicas = sorted([cluster.leader, *(r.name for r in cluster.replicas)]) if cluster else []
+    if c.wants_json():
+        c.emit_json({"stream": name, "removed": peer, "replicas": replicas})
+    else:
+        c.console().print(f"Stream {c.escape(name)}: {c.escape(peer)} was replaced; "
+                          f"replicas {', '.join(map(c.escape, replicas))}")
 
 
 @c.command(app, "purge")

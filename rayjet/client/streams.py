@@ -146,6 +146,18 @@ class StreamsAPI:
             router.leader = new
         return new
 
+    def stream_peer_remove(self, name: str, peer: str) -> StreamInfo:
+        """Swap replica ``peer`` (an id such as ``"r1"``, as the stream's cluster info names
+        its replicas) for a new one, as ``$JS.API.STREAM.PEER.REMOVE`` does: the new replica
+        joins and catches up first, then ``peer`` leaves and its data is deleted; the stream
+        keeps its replica count and every message. An APIError with err_code 10040 when
+        ``peer`` is not one of its replicas."""
+        if not isinstance(peer, str) or not peer:
+            raise BadRequestError(f"peer must be a replica id such as 'r1', not {peer!r}")
+        self._meta_call("remove_stream_peer", name, peer, timeout=max(self.timeout, 120))
+        self._routers.pop(name, None)
+        return self.stream_info(name)
+
     def meta_leader_stepdown(self) -> str | None:
         """Move the meta group's leadership to another member
         (``$JS.API.META.LEADER.STEPDOWN``); the new leader's id."""

@@ -358,6 +358,17 @@ def consumer_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]
     return {"success": True}
 
 
+def stream_peer_remove(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """STREAM.PEER.REMOVE.<stream> ``{"peer": "<replica id>"}``: a new replica takes the
+    place of that one (answered once it has)."""
+    name = _name(tokens, 3, "stream")
+    peer = body.get("peer")
+    if not isinstance(peer, str) or not peer:
+        raise error_for("BAD_REQUEST", err="the request names no peer")
+    js.stream_peer_remove(name, peer)
+    return {"success": True}
+
+
 def meta_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
     _empty_request(body)
     js.meta_leader_stepdown()
@@ -389,6 +400,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
                                          "consumer_leader_stepdown_response"),
     ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response"),
+    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response"),
 }
 
 

@@ -343,6 +343,10 @@ class GatewayJetStream:
         info = self.stream_info(name)
         return info.cluster.leader if info.config.num_replicas > 1 and info.cluster else None
 
+    def stream_peer_remove(self, name: str, peer: str) -> StreamInfo:
+        self._api(f"STREAM.PEER.REMOVE.{name}", {"peer": peer})
+        return self.stream_info(name)
+
     def purge_stream(self, name: str, subject: str | None = None, seq: int | None = None,
                      keep: int | None = None) -> int:
         body = {k: v for k, v in (("filter", subject), ("seq", seq), ("keep", keep)) if v}

@@ -127,3 +127,16 @@ def test_step_down_moves_the_leader(cli, stream_name):
     assert "err_code=10059" in gone.output
     for name in (stream_name, stream_name + "ONE"):
         cli("stream", "rm", name, "-f")
+
+
+def test_peer_remove_replaces_a_replica(cli, stream_name):
+    cli("stream", "add", stream_name, "--subjects", f"{stream_name}.*", "--replicas", "3",
+        "--storage", "memory")
+    cluster = cli.json("stream", "info", stream_name)["cluster"]
+    follower = cluster["replicas"][0]["name"]
+    out = cli.json("stream", "peer-remove", stream_name, follower)
+    assert out["removed"] == follower and follower not in out["replicas"]
+    assert len(out["replicas"]) == 3
+    missing = cli("stream", "peer-remove", stream_name, follower, code=1)
+    assert "err_code=10040" in missing.output
+    cli("stream", "rm", stream_name, "-f")

@@ -638,7 +638,7 @@ def test_a_push_consumer_made_before_its_subscription_starts_when_it_comes(
     assert asyncio.run(run()) == [f"message {i}".encode() for i in range(3)]
 
 
-def test_leader_step_downs_answer_as_nats_server(gateway, js, stream_name,  # noqa: F811
+def test_step_downs_and_peer_removal_answer_as_nats_server(gateway, js, stream_name,  # noqa: F811
                                                  drop_new_streams):  # noqa: F811
     import json
 
@@ -662,13 +662,24 @@ def test_leader_step_downs_answer_as_nats_server(gateway, js, stream_name,  # no
         no_consumer = await ask(f"CONSUMER.LEADER.STEPDOWN.{stream_name}.nope")
         with_body = await ask(f"STREAM.LEADER.STEPDOWN.{stream_name}",
                               b'{"placement":{"cluster":"c2"}}')
+        follower = (await ask(f"STREAM.INFO.{stream_name}"))["cluster"]["replicas"][0]["name"]
+        peer_removed = await ask(f"STREAM.PEER.REMOVE.{stream_name}",
+                                 b'{"peer":"%s"}' % follower.encode())
+        replicas = (await ask(f"STREAM.INFO.{stream_name}"))["cluster"]
+        replaced = follower not in [replicas["leader"], *(r["name"] for r in replicas["replicas"])]
+        peer_errors = [(await ask(f"STREAM.PEER.REMOVE.{stream_name}", body))["error"]["err_code"]
+                       for body in (b"", b'{"peer":"%s"}' % follower.encode())]
         js_ = nc.jetstream()
         ack = await js_.publish(f"{stream_name}.a", b"after")
         await nc.close()
-        return before, done, after, consumer, meta, missing, no_consumer, with_body, ack
+        return (before, done, after, consumer, meta, missing, no_consumer, with_body, ack,
+                peer_removed, replaced, peer_errors)
 
-    before, done, after, consumer, meta, missing, no_consumer, with_body, ack = \
-        asyncio.run(run())
+    (before, done, after, consumer, meta, missing, no_consumer, with_body, ack, peer_removed,
+     replaced, peer_errors) = asyncio.run(run())
+    assert peer_removed == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
+                            "success": True}
+    assert replaced and peer_errors == [10003, 10040]
     assert done == {"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
                     "success": True}
     assert after != before

@@ -1,5 +1,6 @@
-"""Leader step-downs ($JS.API.*.LEADER.STEPDOWN): leadership moves to another replica,
-nothing acknowledged is lost, and work goes on with the new leader."""
+"""Cluster administration: leader step-downs ($JS.API.*.LEADER.STEPDOWN) move the
+leadership to another replica, and a peer removal ($JS.API.STREAM.PEER.REMOVE) swaps a
+replica for a new one; nothing acknowledged is lost and work goes on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from rayjet import ConsumerConfig, StorageType
 from rayjet.api import AckPolicy
-from rayjet.errors import ConsumerNotFoundError, StreamNotFoundError
+from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, StreamNotFoundError
+from tests.cluster.test_faults import wait_replicas_equal
 
 pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
@@ -65,3 +67,27 @@ def test_the_meta_leader_steps_down_and_the_catalogue_goes_on(js, stream_name):
     assert new is not None
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     assert stream_name in js.stream_names()
+
+
+def test_a_removed_peer_is_replaced_and_the_stream_keeps_every_message(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], num_replicas=3,
+                  storage=StorageType.FILE)
+    for i in range(30):
+        js.publish(f"{stream_name}.a", b"m%d" % i, timeout=20)
+    info = js.stream_info(stream_name)
+    before = {info.cluster.leader, *(r.name for r in info.cluster.replicas)}
+    victim = info.cluster.leader  # the hardest case: leadership moves off it first
+    after = js.stream_peer_remove(stream_name, victim)
+    now = {after.cluster.leader, *(r.name for r in after.cluster.replicas)}
+    assert victim not in now and len(now) == 3 and len(now - before) == 1
+    assert after.config.num_replicas == 3 and after.state.messages == 30
+    js.publish(f"{stream_name}.a", b"m30", timeout=20)
+    stored = wait_replicas_equal(js, stream_name, 31)
+    assert [data for _, data in stored] == [b"m%d" % i for i in range(31)]
+    with pytest.raises(APIError) as err:
+        js.stream_peer_remove(stream_name, victim)  # gone now
+    assert err.value.err_code == 10040
+    with pytest.raises(BadRequestError):
+        js.stream_peer_remove(stream_name, "")
+    with pytest.raises(StreamNotFoundError):
+        js.stream_peer_remove(stream_name + "NOPE", "r0")
