@@ -22,6 +22,7 @@ import ray
 import ray.exceptions
 
 from rayjet.actors import replica_lifecycle as lc
+from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.meta import assignment_dict
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.router import stream_router
@@ -68,6 +69,7 @@ class FakeRay:
         self.by_name: dict[str, object] = {}
         self.alive: set = set()
         self.created: dict[str, int] = {}  # name -> how many actors had it
+        self.objects: list = []  # every actor made, killed ones included
         self.log: list[tuple[str, str]] = []
         self.latency = latency
 
@@ -99,6 +101,7 @@ class FakeRay:
                         obj = cls(*args, **kwargs)
                         fake.by_name[name] = obj
                         fake.alive.add(obj)
+                        fake.objects.append(obj)
                         fake.created[name] = fake.created.get(name, 0) + 1
                         fake.log.append(("create", name))
                         return FakeHandle(fake, name, obj)
@@ -198,13 +201,18 @@ async def _run_move(fake, tmp_path, *, reconcile_every, commit_delay):
         await asyncio.sleep(0.05)
     stop.set()
     await pub
-    rec.cancel()
+    await cancel_and_wait(rec)
 
     # assert_exactly_once: read the stream from its (catalogued) leader
     rid, leader = await lc.find_leader(catalogue[name])
     got = await leader.read_range.remote(1, 1 << 62, max_msgs=100_000)
     stored = {H.decode_headers(h).get(H.MSG_ID): s for s, h in zip(got["seq"], got["hdr"])}
     missing = {mid: acked[mid] for mid in acked if mid not in stored}
+    # stop every replica made (a killed one's tasks run on, as nothing stops a fake actor):
+    # asyncio.run's own cleanup cancels each task once, which a loop waiting through
+    # wait_for can swallow on Python 3.11, and then waits for it forever
+    for obj in fake.objects:
+        await obj.shutdown()
     return missing, acked, stored
 
 
