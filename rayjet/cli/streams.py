@@ -463,7 +463,9 @@ def peer_remove(name: Name, peer: Annotated[str, typer.Argument(
     leaves and its data is deleted)."""
     info = c.connect(gateway=True).stream_peer_remove(name, peer)
     cluster = info.cluster
-    replicas = sorted([cluster.leader, *(r.name for r in cluster.replicas)]) if cluster else []
+    # a group between leaders names none: list the replicas it does name
+    named = [cluster.leader, *(r.name for r in cluster.replicas)] if cluster else []
+    replicas = sorted(r for r in named if r)
     if c.wants_json():
         c.emit_json({"stream": name, "removed": peer, "replicas": replicas})
     else:
