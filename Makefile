@@ -27,9 +27,13 @@ lint: $(STAMP)
 SHARED_RERUN := $(addprefix tests/cluster/,test_faults.py test_scaling.py \
 	test_snapshot_restart.py test_leader_consumers.py) tests/sourcing/test_mirrors_sources.py
 
+# Two pytest workers, a test file each at a time (a file's fixtures stay in one process): each
+# has a Ray of its own, and while one waits on processes starting, the other computes.
+PARALLEL := -n 2 --dist loadfile
+
 test: lint
-	$(BIN)/python -m pytest --durations=15
-	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest $(SHARED_RERUN)
+	$(BIN)/python -m pytest $(PARALLEL) --durations=15
+	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest $(PARALLEL) $(SHARED_RERUN)
 	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
 	$(BIN)/python tests/natspy/run.py

@@ -287,8 +287,9 @@ class MetaMember:
             old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old)
                                       + drift.voters)
             keep = tuple(p for p in old.peers if p[0] != replace)
-            peers = lifecycle.place_stream(cfg, self.catalogue, existing=keep,
-                                           fresh=old.fresh_ids(cfg.num_replicas))
+            peers = lifecycle.place_stream(
+                cfg, self.catalogue, existing=keep, fresh=old.fresh_ids(cfg.num_replicas),
+                avoid=tuple(node for rid, node in old.peers if rid == replace))
         op = self.catalogue.prepare_update_stream(cfg, peers=peers)
         peers = await self._reserve_new_ids(old, peers)
         op = dataclasses.replace(op, peers=peers)
@@ -327,8 +328,15 @@ class MetaMember:
         await self._read()
         return assignment_dict(self.catalogue.stream(name))
 
-    async def list_streams(self, subject: str | None = None) -> list[dict[str, Any]]:
-        await self._read()
+    async def list_streams(self, subject: str | None = None,
+                           linearizable: bool = True) -> list[dict[str, Any]]:
+        """Every stream's assignment (capturing ``subject``, when given). ``linearizable=
+        False``: this leader's catalogue as it is, without confirming the leadership first,
+        which would wake a quiet meta group (for pollers that can be a moment behind)."""
+        if linearizable:
+            await self._read()
+        else:
+            self._require_leader()
         out = []
         for sa in sorted(self.catalogue.streams.values(), key=lambda s: s.name):
             if subject is not None and not lifecycle.captures(sa.config, subject):

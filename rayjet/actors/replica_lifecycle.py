@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -225,12 +226,14 @@ def captures(cfg: StreamConfig, subject: str) -> bool:
 
 # -- placement ----------------------------------------------------------------------------------
 def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
-                 fresh: tuple[str, ...] = ()) -> Peers:
+                 fresh: tuple[str, ...] = (), avoid: tuple[str, ...] = ()) -> Peers:
     """(replica id, node id) pairs for ``cfg``: existing replicas kept where they still fit,
     new ones named from ``fresh`` in order (the group's next ids, see
     ``StreamAssignment.fresh_ids``), else ``r0``, ``r1``... for a new group. A new group
     is placed on the nodes seen within the last second; a change, on those Ray sees now
-    (a move off a node that just left must not choose it again)."""
+    (a move off a node that just left must not choose it again). New replicas go to nodes
+    other than ``avoid`` (the node of a replica being replaced) when any other fits, as
+    nats-server's peer removal ignores the removed server; else where they would have."""
     loads = loads_from_assignments(
         [node for _, node in sa.peers] for sa in catalogue.streams.values())
     nodes = ray.nodes() if existing else recent_ray_nodes()
@@ -239,10 +242,19 @@ def place_stream(cfg: StreamConfig, catalogue: Catalogue, existing: Peers = (),
     colocate = sum(1 for s in servers if s.selectable) < cfg.num_replicas
     stretch = is_stretch(cfg.placement)
     placement = dataclasses.replace(cfg.placement, cluster=None) if stretch else cfg.placement
+    select = functools.partial(
+        select_peers, servers, replicas=cfg.num_replicas, placement=placement,
+        unique_tag=unique_tag_for(cfg.placement), span_clusters=stretch,
+        existing=[node for _, node in existing], allow_colocate=colocate)
+    kept_nodes = {node for _, node in existing}
+    avoided = tuple(node for node in avoid if node and node not in kept_nodes)
     try:
-        nodes = select_peers(servers, replicas=cfg.num_replicas, placement=placement,
-                             unique_tag=unique_tag_for(cfg.placement), span_clusters=stretch,
-                             existing=[node for _, node in existing], allow_colocate=colocate)
+        try:
+            nodes = select(exclude=avoided)
+        except ClusterNoPeersError:
+            if not avoided:
+                raise
+            nodes = select()  # no other node fits: the avoided one rather than none
     except ClusterNoPeersError:
         request_capacity(cfg)
         raise

@@ -217,10 +217,13 @@ class StreamsAPI:
     def stream_names(self, subject: str | None = None) -> list[str]:
         return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]
 
-    def stream_configs(self, subject: str | None = None) -> list[StreamConfig]:
-        """Every stream's configuration, from the catalogue (one call, no replica asked)."""
-        return [StreamConfig.from_dict(a["config"]) for a in self._meta_call("list_streams",
-                                                                            subject)]
+    def stream_configs(self, subject: str | None = None, *, linearizable: bool = True
+                       ) -> list[StreamConfig]:
+        """Every stream's configuration, from the catalogue (one call, no replica asked).
+        ``linearizable=False`` takes the meta leader's catalogue as it stands, which may
+        miss a change of the last moment but leaves an idle meta group quiet (a poller)."""
+        return [StreamConfig.from_dict(a["config"])
+                for a in self._meta_call("list_streams", subject, linearizable)]
 
     def find_stream_name_by_subject(self, subject: str) -> str:
         found = self._meta_call("lookup_subject", subject)

@@ -164,10 +164,12 @@ class JetStreamBridge:
         if not self.capture(subject, reply, hdr, payload):
             on_miss()
 
-    async def refresh_catalogue(self) -> None:
+    async def refresh_catalogue(self, linearizable: bool = True) -> None:
+        """Take the stream catalogue again; the periodic refresh (``linearizable=False``)
+        reads the meta leader's as it stands, so an idle meta group stays quiet."""
         self._refreshed = time.monotonic()
         try:
-            configs = await self.call(self.js.stream_configs)
+            configs = await self.call(self.js.stream_configs, linearizable=linearizable)
         except APIError as exc:
             log.warning("stream catalogue not refreshed: %s", exc)
             return
@@ -226,7 +228,7 @@ class JetStreamBridge:
     async def _catalogue_loop(self) -> None:
         while True:
             await asyncio.sleep(CATALOGUE_EVERY)
-            await self.refresh_catalogue()
+            await self.refresh_catalogue(linearizable=False)
 
     def stream_for(self, subject: str) -> str | None:
         if subject in self._captures:

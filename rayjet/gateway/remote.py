@@ -10,7 +10,10 @@ bucket is :class:`rayjet.kv.KeyValue` over this connection, as over the Ray one)
 :func:`find_gateway` looks for one: ``$RAYJET_GATEWAY`` (a ``nats://`` URL, credentials as
 ``nats://token@host:port`` or ``nats://user:pass@host:port``; ``off`` never uses one), else
 a rayjet gateway on ``127.0.0.1:4222``. A socket that refuses, or a server that is not a
-rayjet gateway, means "none": the caller takes the Ray path.
+rayjet gateway, means "none": the caller takes the Ray path. A gateway that serves TLS
+(``tls://`` URLs, or an INFO asking for it) is reached over TLS, its certificate checked
+against ``$RAYJET_GATEWAY_CA`` (a PEM file of CA certificates) or the system's trust store;
+one that is not trusted is an error naming that setting, as refused credentials are.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import os
 import secrets
 import socket
+import ssl
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -48,8 +52,10 @@ from rayjet.objectstore import ObjectStore, delete_object_store, open_object_sto
 from rayjet.objectstore import bucket_stream_config as obj_stream_config
 
 GATEWAY_ENV = "RAYJET_GATEWAY"
+CA_ENV = "RAYJET_GATEWAY_CA"  # CA certificates (PEM) to check a TLS gateway's certificate
 DEFAULT_URL = "nats://127.0.0.1:4222"
 PROBE_TIMEOUT = 0.5  # seconds to reach a gateway before taking the Ray path
+TLS_HANDSHAKE_TIMEOUT = 5.0
 API = "$JS.API."
 PIPELINE = 1000  # publishes in flight at once in publish_batch
 SCAN_PAGE = 1000  # messages a scan asks for at a time
@@ -88,7 +94,7 @@ class Requester:
         if port is None or not parts.hostname and "@" in parts.netloc:
             raise BadRequestError(f"invalid gateway URL {url!r}: use nats://host:port "
                                   "(credentials as nats://token@host:port)")
-        if parts.scheme not in ("nats", ""):
+        if parts.scheme not in ("nats", "tls", ""):
             raise NoGateway(f"{parts.scheme}:// gateways are not used by the CLI")
         self.timeout = timeout
         try:
@@ -104,12 +110,14 @@ class Requester:
             info = json.loads(line[5:]) if line.startswith(b"INFO ") else {}
             if info.get("go") != "rayjet":
                 raise NoGateway("not a rayjet gateway")
-            if info.get("tls_required"):
-                raise NoGateway("the gateway serves TLS only")
+            if info.get("tls_required") or parts.scheme == "tls":
+                # as NATS clients do: the handshake follows the plain-text INFO
+                self.sock = _tls(self.sock, parts.hostname or "127.0.0.1", url)
             self.max_payload = int(info.get("max_payload") or 1024 * 1024)
             connect: dict[str, Any] = {"verbose": False, "pedantic": False, "headers": True,
                                        "no_responders": True, "protocol": 1,
-                                       "name": "rayjet-cli", "lang": "python"}
+                                       "name": "rayjet-cli", "lang": "python",
+                                       "tls_required": isinstance(self.sock, ssl.SSLSocket)}
             if parts.username and parts.password is not None:
                 connect.update(user=unquote(parts.username), **{"pass": unquote(parts.password)})
             elif parts.username:
@@ -256,6 +264,25 @@ class Requester:
             self.sock.close()
         except OSError:
             pass
+
+
+def _tls(sock: socket.socket, host: str, url: str) -> ssl.SSLSocket:
+    """``sock`` after a TLS handshake that checked the gateway's certificate for ``host``."""
+    cafile = os.environ.get(CA_ENV, "").strip() or None
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise BadRequestError(f"{CA_ENV}={cafile}: no CA certificates could be read from "
+                              f"it ({exc})") from None
+    sock.settimeout(TLS_HANDSHAKE_TIMEOUT)
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        raise ServiceUnavailableError(
+            f"the gateway at {url} serves TLS with a certificate this command does not "
+            f"trust: {exc.verify_message or exc}",
+            hint=f"set {CA_ENV}=ca.pem (the CA that signed the gateway's certificate), "
+                 f"or {GATEWAY_ENV}=off for the Ray path") from None
 
 
 def find_gateway(timeout: float = 10.0) -> Requester | None:

@@ -39,4 +39,7 @@ class Cli:
 def cli(js, monkeypatch):  # noqa: F811 - the fixture imported above
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAYJET_DATA_DIR", str(js.data_dir))
+    # the width tables print at without a terminal (pytest-xdist's workers set COLUMNS=80,
+    # which truncates the long stream names these tests look for)
+    monkeypatch.setenv("COLUMNS", "160")
     return Cli()

@@ -381,6 +381,21 @@ def test_detached_gateway_serves_tls(sh, tmp_path):
 
     try:
         assert asyncio.run(roundtrip()) == b"secret"
+        # the CLI's commands go through it over TLS once told which CA to trust (no Ray
+        # reachable: the Ray path would fail), whether the URL says tls:// or the gateway's
+        # INFO asks for TLS
+        no_ray = {**sh.env, "RAY_ADDRESS": f"127.0.0.1:{free_port()}",
+                  "RAYJET_GATEWAY_CA": str(cert)}
+        via_tls = {**no_ray, "RAYJET_GATEWAY": f"tls://localhost:{port}"}
+        sh("stream", "add", "OVERTLS", "--subjects", "overtls.*", "--defaults", env=via_tls)
+        assert sh.json("pub", "overtls.a", "hi", env=via_tls)["acks"][0]["seq"] == 1
+        upgraded = {**no_ray, "RAYJET_GATEWAY": f"nats://localhost:{port}"}
+        assert sh.json("stream", "info", "OVERTLS", env=upgraded)["state"]["messages"] == 1
+        # a certificate it does not trust: an error naming the setting, not a silent detour
+        untrusted = {**via_tls, "RAYJET_GATEWAY_CA": ""}
+        err = sh("stream", "info", "OVERTLS", code=1, env=untrusted).stderr
+        assert "does not trust" in err and "RAYJET_GATEWAY_CA" in err
+        sh("stream", "rm", "OVERTLS", "-f", env=via_tls)
     finally:
         sh("gateway", "--stop", "--port", port)
     bad = sh("gateway", "--detach", "--port", port, "--tls-cert", key, "--tls-key", key,

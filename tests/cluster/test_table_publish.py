@@ -26,16 +26,18 @@ def _stored(js, name: str) -> list[tuple]:
     return out
 
 
-def test_a_table_stores_and_answers_as_the_list_form(js, stream_name):
+def _both_forms(js, name: str) -> tuple[list, column_publish.PubAcks, pa.Table]:
+    """The rows published as a list to ``<name>L`` and as a table to ``<name>T`` (new R3
+    streams): both answers and the table."""
     for suffix in ("L", "T"):
-        js.add_stream(name=f"{stream_name}{suffix}", subjects=[f"{stream_name}{suffix}.>"],
+        js.add_stream(name=f"{name}{suffix}", subjects=[f"{name}{suffix}.>"],
                       num_replicas=3, storage=StorageType.FILE, duplicate_window=60,
                       max_msg_size=64)
     rows = [("a", b"one", "id1", None), ("b", b"x" * 100, None, None), ("a", b"", "id1", None),
             ("c", None, "id2", {"k": "v"}), ("b", b"three", None, None)]
 
     def subject(suffix, s):
-        return f"{stream_name}{suffix}.{s}"
+        return f"{name}{suffix}.{s}"
 
     listed = js.publish_batch([
         (subject("L", s), d or b"", {**(h or {}), **({"Nats-Msg-Id": i} if i else {})} or None)
@@ -46,20 +48,28 @@ def test_a_table_stores_and_answers_as_the_list_form(js, stream_name):
         "msg_id": [i for _, _, i, _ in rows],
         "headers": pa.array([h for _, _, _, h in rows], pa.map_(pa.string(), pa.string())),
     })
-    acks = js.publish_batch(table)
-    assert isinstance(acks, column_publish.PubAcks) and len(acks) == len(rows)
+    return listed, js.publish_batch(table), table
 
+
+def test_a_table_stores_and_answers_as_the_list_form(js, stream_name):
     def shape(a):
         if isinstance(a, PubAck):
             return ("ack", a.seq, a.duplicate)
         return ("err", a.err_code)
 
+    for attempt in range(3):
+        name = f"{stream_name}X{attempt}"
+        listed, acks, table = _both_forms(js, name)
+        # a leader lost mid-call (a loaded machine) leaves the outcome of rows without a msg
+        # id unknown (10009, not retried: a retry could store them twice): nothing to compare
+        if not any(getattr(a, "err_code", 0) == 10009 for a in [*listed, *acks]):
+            break
+    assert isinstance(acks, column_publish.PubAcks) and len(acks) == len(listed)
     assert [shape(a) for a in acks] == [shape(a) for a in listed]
     assert [shape(a) for a in acks] == [("ack", 1, False), ("err", 10054), ("err", 10158),
                                         ("ack", 2, False), ("ack", 3, False)]
     assert list(acks.seqs) == [1, 0, 0, 2, 3] and sorted(acks.errors) == [1, 2]
-    assert [r[2:] for r in _stored(js, f"{stream_name}T")] == \
-        [r[2:] for r in _stored(js, f"{stream_name}L")]
+    assert [r[2:] for r in _stored(js, f"{name}T")] == [r[2:] for r in _stored(js, f"{name}L")]
     # the same ids again: duplicates of what is stored
     again = js.publish_batch(table.slice(0, 1))
     assert (again[0].seq, again[0].duplicate) == (1, True)

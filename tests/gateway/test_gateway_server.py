@@ -704,3 +704,39 @@ def test_step_downs_and_peer_removal_answer_as_nats_server(gateway, js, stream_n
             client.stream_leader_stepdown(stream_name + "X")
     finally:
         client.close()
+
+
+def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
+    """The gateway refreshes its stream catalogue every second from the meta leader's
+    catalogue as it stands: no leadership round trip, so an idle meta group goes quiet (no
+    heartbeats) while a gateway runs, and wakes for the next change."""
+    import ray
+
+    from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
+
+    gw = gateway()
+    members = [ray.get_actor(meta_actor_name(meta_member_id(i)), namespace=NAMESPACE)
+               for i in range(META_MEMBERS)]
+
+    def quiet() -> bool:
+        return all(st["quiet"] for st in ray.get([m.status.remote() for m in members]))
+
+    deadline = time.monotonic() + 30
+    while not quiet():  # quiet after 1 s without work, and the gateway polls every second
+        assert time.monotonic() < deadline, "the meta group never went quiet"
+        time.sleep(0.2)
+    # and it stays quiet across several of the gateway's refreshes
+    for _ in range(6):
+        time.sleep(0.5)
+        assert quiet()
+    # a change still goes through (and the gateway sees it)
+    js.add_stream(name="QUIETMETA", subjects=["quietmeta.>"])
+    try:
+        async def publish():
+            nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+            ack = await nc.jetstream().publish("quietmeta.x", b"hi")
+            await nc.close()
+            return ack.seq
+        assert asyncio.run(publish()) == 1
+    finally:
+        js.delete_stream("QUIETMETA")

@@ -105,3 +105,23 @@ def test_replicas_stay_in_their_region_when_their_node_dies(mn, js, stream_name)
     back = wait_for(lambda: all_placed(js, stream_name, 1), 30, "the replica back in central")
     assert [lab[CLUSTER_LABEL] for lab in back.values()] == ["central"]
     assert js.publish(f"{stream_name}.x", b"after").seq == 2
+
+
+def test_peer_removal_places_the_new_replica_on_another_node(js, stream_name):
+    before = add(js, stream_name, 2, Placement(cluster="west"), storage=StorageType.FILE)
+    for i in range(5):
+        js.publish(f"{stream_name}.x", str(i).encode())
+    removed_host = before["r0"]["host"]
+
+    info = js.stream_peer_remove(stream_name, "r0")
+
+    assert info.state.messages == 5
+    after = wait_for(lambda: (lambda got: got if got and "r0" not in got else None)(
+        all_placed(js, stream_name, 2)), 30, "the new replica running, r0 gone")
+    (new_rid,) = set(after) - set(before)
+    # a fitting west node other than r0's was free, so the new replica went there (the
+    # unique tag still holds: one replica per zone)
+    assert after[new_rid]["host"] != removed_host
+    assert {lab[CLUSTER_LABEL] for lab in after.values()} == {"west"}
+    assert len({lab["az"] for lab in after.values()}) == 2
+    assert js.stream_info(stream_name).state.messages == 5
