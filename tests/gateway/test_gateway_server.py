@@ -725,10 +725,14 @@ def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
     while not quiet():  # quiet after 1 s without work, and the gateway polls every second
         assert time.monotonic() < deadline, "the meta group never went quiet"
         time.sleep(0.2)
-    # and it stays quiet across several of the gateway's refreshes
-    for _ in range(6):
-        time.sleep(0.5)
-        assert quiet()
+    # and stays quiet across the gateway's refreshes (one a second): the meta leader's own
+    # orphan collection (a linearizable read, right after it took the lead and then once a
+    # minute) may wake it once for a second; the refreshes used to keep it awake throughout
+    samples = []
+    for _ in range(20):
+        time.sleep(0.25)
+        samples.append(quiet())
+    assert sum(samples) >= 10, samples
     # a change still goes through (and the gateway sees it)
     js.add_stream(name="QUIETMETA", subjects=["quietmeta.>"])
     try:
@@ -740,3 +744,4 @@ def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
         assert asyncio.run(publish()) == 1
     finally:
         js.delete_stream("QUIETMETA")
+
