@@ -135,3 +135,40 @@ def test_the_cli_and_its_nats_client_load_without_ray():
     code = ("import sys, rayjet.cli.main, rayjet.gateway.remote; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_a_tls_gateway_is_reached_over_tls_with_the_ca_it_is_told(tmp_path, monkeypatch):
+    """The CLI's client upgrades to TLS when the gateway's INFO asks for it (or the URL says
+    tls://), checks the certificate against RAYJET_GATEWAY_CA, and says which setting to
+    fix when it cannot trust it or cannot read the CA file."""
+    import ssl
+
+    from tests.gateway.test_gateway_tls import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    gw = Gateway(GatewayOptions(port=0, tls=server_ctx))
+    asyncio.run_coroutine_threadsafe(gw.start(), loop).result(10)
+    try:
+        monkeypatch.setenv("RAYJET_GATEWAY_CA", str(cert))
+        for url in (f"nats://localhost:{gw.port}", f"tls://localhost:{gw.port}"):
+            nc = Requester(url, timeout=5)
+            try:
+                assert nc.request("svc.nobody", b"hi").status == 503  # no responders
+            finally:
+                nc.close()
+        monkeypatch.setenv("RAYJET_GATEWAY_CA", str(tmp_path / "missing.pem"))
+        with pytest.raises(BadRequestError, match="RAYJET_GATEWAY_CA"):
+            Requester(f"nats://localhost:{gw.port}")
+        monkeypatch.delenv("RAYJET_GATEWAY_CA")
+        with pytest.raises(ServiceUnavailableError, match="does not trust") as err:
+            Requester(f"nats://localhost:{gw.port}")
+        assert "RAYJET_GATEWAY_CA" in str(err.value.hint)
+    finally:
+        asyncio.run_coroutine_threadsafe(gw.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
