@@ -47,6 +47,7 @@ PUBLISH_BATCH = 2000  # messages per publish_batch call at most
 TABLE_FROM = 32  # publishes that leave as an Arrow table (fewer: the list form costs less)
 CATALOGUE_RECHECK = 0.25  # s: a publish nothing captured rechecks a catalogue this old
 CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
+INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its deliveries
 MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 
@@ -345,7 +346,17 @@ class JetStreamBridge:
             if tokens[0] == "CONSUMER":
                 for info in doc.get("consumers") or [doc]:
                     self._mark_push_bound(info)
+            if tokens[:2] == ["CONSUMER", "INFO"] and len(tokens) >= 4:
+                await self._pushed_before_info(tokens[2], tokens[3], doc)
         self.gateway.route(reply, None, None, _json(doc))
+
+    async def _pushed_before_info(self, stream: str, consumer: str, doc: dict) -> None:
+        """A push consumer's info answers after the deliveries it counts have gone out
+        through this gateway's pump (nats-server writes both on one connection in order)."""
+        pump = self._pumps.get((stream, consumer))
+        delivered = (doc.get("delivered") or {}).get("consumer_seq") or 0
+        if pump is not None and not pump.done and delivered > pump.last_cseq:
+            await pump.written(delivered, INFO_AFTER_PUSH_WAIT)
 
     async def _direct_get(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()

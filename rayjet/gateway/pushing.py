@@ -57,6 +57,7 @@ class PushPump:
         self._fc_answered = asyncio.Event()
         self._fc_ids = itertools.count(1)
         self._interest = asyncio.Event()  # set when a client subscribes to the deliver subject
+        self._written: list[tuple[int, asyncio.Future]] = []  # (consumer seq, its waiter)
 
     def stop(self) -> None:
         self._stopped = True
@@ -64,6 +65,27 @@ class PushPump:
 
     def interest_arrived(self) -> None:
         self._interest.set()
+
+    async def written(self, cseq: int, timeout: float) -> None:
+        """Wait (``timeout`` at most) until the delivery with consumer sequence ``cseq`` is
+        written out: a consumer info that counts it must not overtake it (nats.py's KV watch
+        takes "nothing pending, nothing received" for an empty bucket)."""
+        if self.last_cseq >= cseq or self.done:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._written.append((cseq, fut))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(fut, timeout)
+
+    def _release_written(self, everything: bool = False) -> None:
+        keep = []
+        for cseq, fut in self._written:
+            if everything or cseq <= self.last_cseq:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((cseq, fut))
+        self._written = keep
 
     @property
     def heartbeat(self) -> float:
@@ -105,6 +127,7 @@ class PushPump:
             await self._run()
         finally:
             self.done = True
+            self._release_written(everything=True)
             self.bridge.pump_ended(self)
 
     async def _run(self) -> None:
@@ -165,6 +188,8 @@ class PushPump:
                 self.bridge.deliver(deliver, got)
                 self.last_cseq = int(got.consumer_seq[-1])
                 self.last_sseq = int(got.stream_seq[-1])
+                if self._written:
+                    self._release_written()
                 last_activity = time.monotonic()
                 if self.flow_control:
                     self.unconfirmed += len(got.hdrs) + len(got.data)
