@@ -74,8 +74,10 @@ class PushPump:
             return
         fut = asyncio.get_running_loop().create_future()
         self._written.append((cseq, fut))
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(fut, timeout)
+        except TimeoutError:  # (a slow subscriber): answer anyway, and forget the waiter
+            self._written = [(c, f) for c, f in self._written if f is not fut]
 
     def _release_written(self, everything: bool = False) -> None:
         keep = []
