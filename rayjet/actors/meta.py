@@ -24,6 +24,7 @@ from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.raft_host import (
+    ACTOR_ELECTION_TICKS,
     ACTOR_HEARTBEAT_TICKS,
     ACTOR_NOTIFY_COMMIT,
     RaftHost,
@@ -106,6 +107,7 @@ class MetaMember:
         group = ReplicaGroup(member_id, storage, MetaMachine(self.catalogue),
                              voters=self.members,
                              options=GroupOptions(sync_always=True, snapshot_every=1024,
+                                                  election_tick=ACTOR_ELECTION_TICKS,
                                                   heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
                                                   notify_commit=ACTOR_NOTIFY_COMMIT,
                                                   quiesce_after=quiesce_ticks()))

@@ -34,8 +34,13 @@ log = logging.getLogger(__name__)
 Send = Callable[[str, list[Message]], None]
 Watch = Callable[[str], Awaitable[object]]  # returns (or raises) once the peer is gone
 
-# Ticks are 50 ms: elections after 10-20 ticks (0.5-1 s); heartbeats every 3 ticks keep an idle
+# Ticks are 50 ms: elections after 20-40 ticks (1-2 s); heartbeats every 3 ticks keep an idle
 # group's actor calls low while the leader still reaches followers several times per timeout.
+# A busy two-core machine (actor processes starting, the leader's event loop applying a large
+# batch) stalls a replica for half a second now and then: shorter timeouts made such a stall
+# an election, and every proposal in flight an unknown outcome. A dead replica's peers notice
+# the death itself and campaign sooner (report_peer_down).
+ACTOR_ELECTION_TICKS = 20
 ACTOR_HEARTBEAT_TICKS = 3
 # Every raft message is an actor call (~1 ms of CPU at each end): followers learn a new commit
 # index from the next append or heartbeat instead of an extra empty append and its answer.
@@ -75,8 +80,9 @@ def _positive_env(name: str, default: int) -> int:
 def actor_group_options(*, sync_always: bool) -> GroupOptions:
     """The raft options of a replica actor (stream or consumer)."""
     defaults = GroupOptions()
-    return GroupOptions(sync_always=sync_always, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks(),
+    return GroupOptions(sync_always=sync_always, election_tick=ACTOR_ELECTION_TICKS,
+                        heartbeat_tick=ACTOR_HEARTBEAT_TICKS, notify_commit=ACTOR_NOTIFY_COMMIT,
+                        quiesce_after=quiesce_ticks(),
                         snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
                                                      defaults.snapshot_every),
                         snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,

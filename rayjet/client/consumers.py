@@ -20,6 +20,7 @@ from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, S
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
 from rayjet.client.messages import AckSender, Msg, MsgBatch, ack_all
+from rayjet.engine.consumer_waiting import CONSUMER_DELETED
 from rayjet.engine.delivery_batch import DeliveryBatch
 from rayjet.errors import (
     APIError,
@@ -519,8 +520,13 @@ class PushSubscription:
                                        0.0, timeout=wait)
                 batch: DeliveryBatch = out["batch"]
                 self._adapt(len(batch))
-                if not len(batch) and out["status"] and out["status"][0] == 409:
-                    raise ConsumerNotFoundError(f"consumer {self.name!r}: {out['status'][1]}")
+                status = out["status"]
+                if not len(batch) and status and status[0] == 409:
+                    if status[1].startswith(("Leadership Change", "Server Shutdown")):
+                        continue  # the next poll finds the new leader or location
+                    if status[1] == CONSUMER_DELETED[1]:
+                        raise ConsumerNotFoundError(f"consumer {self.name!r}: {status[1]}")
+                    raise APIError(f"{status[0]} {status[1]}", code=status[0])
             except ConsumerNotFoundError:
                 if not self.ordered:
                     self.error = ConsumerNotFoundError(f"consumer {self.name!r} was deleted")

@@ -6,10 +6,13 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import pytest
+
 from rayjet import AckPolicy, ConsumerConfig, DeliverPolicy
 from rayjet.client.consumers import PushSubscription
 from rayjet.engine.consumer_types import Delivery, DeliveryRun
 from rayjet.engine.delivery_batch import DeliveryBatch
+from rayjet.errors import ConsumerNotFoundError, NoMessagesError
 from rayjet.storage.protocol import StoredMsg
 
 
@@ -23,7 +26,8 @@ def run(first_cseq: int, seqs: list[int], consumer: str, cseqs: list[int] | None
 
 
 class ScriptedJS:
-    """Each consumer name answers its scripted polls, then empty ones."""
+    """Each consumer name answers its scripted polls (a tuple: an empty poll ending with
+    that status), then empty ones."""
 
     timeout = 1.0
 
@@ -42,6 +46,8 @@ class ScriptedJS:
                 with js.lock:
                     left = js.polls.get(name, [])
                     batch = left.pop(0) if left else DeliveryBatch.of([], stream, name)
+                if isinstance(batch, tuple):  # an empty poll that ended with this status
+                    return {"batch": DeliveryBatch.of([], stream, name), "status": batch}
                 return {"batch": batch, "status": None}
         return Router()
 
@@ -86,5 +92,24 @@ def test_batches_and_messages_read_from_the_same_queue():
         assert [m.data for m in rest] == [b"2", b"3"]
         assert last.column("stream_seq").to_pylist() == [4, 5]
         assert sub.pending() == 0
+    finally:
+        sub._stop.set()
+
+
+def test_a_leadership_change_keeps_the_subscription_and_a_deletion_ends_it():
+    js = ScriptedJS({"C1": [run(1, [1, 2], "C1"), (409, "Leadership Change"),
+                            (409, "Server Shutdown"), run(3, [3], "C1"),
+                            (409, "Consumer Deleted")]})
+    cfg = ConsumerConfig(ack_policy=AckPolicy.NONE)
+    sub = PushSubscription(js, "S", "C1", cfg, ordered=False, ephemeral=False, cb=None,
+                           manual_ack=False)
+    sub.start()
+    try:
+        got = [sub.next_msg(timeout=2.0).data for _ in range(3)]
+        assert got == [b"1", b"2", b"3"]
+        with pytest.raises(ConsumerNotFoundError):
+            sub.next_msg(timeout=2.0)
+        assert isinstance(sub.error, ConsumerNotFoundError)
+        assert not isinstance(sub.error, NoMessagesError)
     finally:
         sub._stop.set()

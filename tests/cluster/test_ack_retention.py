@@ -246,8 +246,14 @@ RESTART_SCRIPT = textwrap.dedent("""
                 for name in names:
                     sub = js.pull_subscribe(durable=name, stream=stream)
                     todo = set(range(1, N + 1)) - unacked[name]
+                    deadline = time.monotonic() + 120
                     while todo:
-                        for m in sub.fetch(30, timeout=5):
+                        assert time.monotonic() < deadline, f"{len(todo)} never came"
+                        try:
+                            got = sub.fetch(30, timeout=5)
+                        except rayjet.errors.APIError:  # nothing yet, or an election
+                            continue
+                        for m in got:
                             seq = m.metadata.sequence.stream
                             if seq in todo:
                                 m.ack_sync()
