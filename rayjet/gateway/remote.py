@@ -54,7 +54,10 @@ from rayjet.objectstore import bucket_stream_config as obj_stream_config
 GATEWAY_ENV = "RAYJET_GATEWAY"
 CA_ENV = "RAYJET_GATEWAY_CA"  # CA certificates (PEM) to check a TLS gateway's certificate
 DEFAULT_URL = "nats://127.0.0.1:4222"
-PROBE_TIMEOUT = 0.5  # seconds to reach a gateway before taking the Ray path
+PROBE_TIMEOUT = 0.5  # seconds to reach a gateway's port before taking the Ray path
+# Something listens there: seconds for its INFO and PONG (a busy gateway answers late, and
+# taking the Ray path then would fail where Ray is not reachable)
+GREETING_TIMEOUT = 5.0
 TLS_HANDSHAKE_TIMEOUT = 5.0
 API = "$JS.API."
 PIPELINE = 1000  # publishes in flight at once in publish_batch
@@ -105,7 +108,7 @@ class Requester:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
         try:
-            self.sock.settimeout(PROBE_TIMEOUT)
+            self.sock.settimeout(GREETING_TIMEOUT)
             line = self._line()
             info = json.loads(line[5:]) if line.startswith(b"INFO ") else {}
             if info.get("go") != "rayjet":

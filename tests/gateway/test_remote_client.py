@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 
 import nats
 import pytest
@@ -91,6 +92,28 @@ def test_finding_a_gateway(core_gateway, monkeypatch):
         threading.Thread(target=greet, daemon=True).start()
         monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{other.getsockname()[1]}")
         assert find_gateway(5) is None
+
+    # a busy gateway that greets late is still the one used (not a detour to the Ray path)
+    with socket.socket() as slow:
+        slow.bind(("127.0.0.1", 0))
+        slow.listen()
+
+        def greet_late():
+            conn, _ = slow.accept()
+            time.sleep(1.5)  # the gateway's loop is busy
+            conn.sendall(b'INFO {"server_id":"G","go":"rayjet","max_payload":1048576}\r\n')
+            got = b""
+            while b"PING" not in got:
+                got += conn.recv(1000)
+            conn.sendall(b"PONG\r\n")
+            conn.recv(100)
+            conn.close()
+
+        threading.Thread(target=greet_late, daemon=True).start()
+        monkeypatch.setenv("RAYJET_GATEWAY", f"nats://127.0.0.1:{slow.getsockname()[1]}")
+        late = find_gateway(5)
+        assert late is not None
+        late.close()
 
 
 def test_requests_auth_and_statuses(core_gateway):
