@@ -6,6 +6,12 @@ import os
 
 import pytest
 
+from tests import file_order
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items[:] = file_order.longest_first(items, file_order.load())
+
 
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory):

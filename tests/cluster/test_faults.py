@@ -110,7 +110,8 @@ RESTART_SCRIPT = textwrap.dedent("""
     import sys, rayjet
     from rayjet import StorageType
     data_dir, phase = sys.argv[1], sys.argv[2]
-    with rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30) as js:
+    with rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30,
+                        ray_init_kwargs={"include_dashboard": False}) as js:
         if phase == "write":
             js.add_stream(name="KEEP", subjects=["keep.*"], num_replicas=3,
                           storage=StorageType.FILE)

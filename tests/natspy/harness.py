@@ -31,7 +31,8 @@ def _rayjet():
 
         data_dir = tempfile.mkdtemp(prefix="rayjet-natspy-")
         _JS = rayjet.connect(data_dir=data_dir, num_cpus=int(os.environ.get("NATSPY_CPUS", "2")),
-                             hosting="shared")
+                             hosting="shared",
+                             ray_init_kwargs={"include_dashboard": False})
     return _JS
 
 
