@@ -21,6 +21,10 @@ a fresh Ray: creation time per bucket, then processes, memory and idle CPU.
 ``--durables N`` instead measures one dedicated R3 stream with N R3 durable consumers (their
 replicas run inside the stream's replica actors) in a fresh Ray: creation time per
 consumer, then processes, memory and idle CPU.
+
+``--pushers N`` instead measures one dedicated R3 stream with N idle push subscriptions: the
+idle CPU of the stream alone (the baseline) and with them, then the time from a publish to
+its arrival at a subscriber.
 """
 
 from __future__ import annotations
@@ -226,6 +230,41 @@ def run_durables(n: int) -> dict:
     return out
 
 
+def run_pushers(n: int, publishes: int = 50) -> dict:
+    """One R3 stream with ``n`` idle push subscriptions (durable, R3 consumers): the idle
+    cost of the stream alone and with them, then the time from a publish to its arrival
+    at a subscriber (``publishes`` one at a time, median and p95)."""
+    import rayjet
+
+    data_dir = Path(tempfile.mkdtemp(prefix="rayjet-pushers-"))
+    out: dict = {"pushers": n}
+    try:
+        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60) as js:
+            js.add_stream(name="P", subjects=["p.>"], num_replicas=3, hosting="dedicated")
+            js.publish("p.x", b"hello")
+            time.sleep(5.0)
+            out.update({f"{k}_stream_alone": v for k, v in idle_cost().items()})
+            subs = [js.subscribe(stream="P", durable=f"S{i}") for i in range(n)]
+            for sub in subs:
+                sub.next_msg(timeout=60)
+            time.sleep(5.0)
+            out.update(idle_cost())
+            took = []
+            for i in range(publishes):
+                t = time.perf_counter()
+                js.publish("p.x", b"%d" % i)
+                for sub in subs[:1]:
+                    sub.next_msg(timeout=30)
+                took.append(time.perf_counter() - t)
+            out.update(publish_to_push_ms_median=ms(took, 0.5),
+                       publish_to_push_ms_p95=ms(took, 0.95))
+            for sub in subs:
+                sub.unsubscribe()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=10)
@@ -236,11 +275,14 @@ def main() -> None:
                     help="measure this many R3 KV buckets on shared hosts instead")
     ap.add_argument("--durables", type=int, default=0,
                     help="measure one R3 stream with this many R3 durable consumers instead")
+    ap.add_argument("--pushers", type=int, default=0,
+                    help="measure one R3 stream with this many idle push subscriptions instead")
     ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    if args.buckets or args.durables:
-        res = run_buckets(args.buckets) if args.buckets else run_durables(args.durables)
+    if args.buckets or args.durables or args.pushers:
+        res = (run_buckets(args.buckets) if args.buckets else run_durables(args.durables)
+               if args.durables else run_pushers(args.pushers))
         print(json.dumps(res))
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=2))

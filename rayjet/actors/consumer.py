@@ -671,7 +671,37 @@ class ConsumerReplica:
                     continue
             if loop.time() >= deadline:
                 return
-            await asyncio.sleep(TIMER_EVERY)
+            await self._until_new_messages(fetch, deadline)
+
+    async def _until_new_messages(self, fetch: _Fetch, deadline: float) -> None:
+        """Wait (until ``deadline``) for the stream to store past what this consumer looked
+        at, or for a delivery to reach ``fetch`` (a redelivery): the stream's leader answers
+        when a message arrives, instead of being polled. Polls when it cannot wait there."""
+        loop = asyncio.get_running_loop()
+        left = deadline - loop.time()
+        after = self.engine.read_position() - 1 if self.engine.is_leader else -1
+        if after < 0:  # a last-per-subject catch-up, or not leading
+            await asyncio.sleep(max(0.0, min(TIMER_EVERY, left)))
+            return
+        waiter = asyncio.ensure_future(self._stream_waits(after, left))
+        delivered = asyncio.ensure_future(asyncio.shield(fetch.future))
+        try:
+            done, _ = await asyncio.wait({waiter, delivered}, timeout=max(left, 0.0),
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            delivered.cancel()
+            waiter.cancel()
+        if waiter in done and waiter.exception() is not None:
+            # the stream's leader is away or moving: poll as before meanwhile
+            await asyncio.sleep(max(0.0, min(TIMER_EVERY, deadline - loop.time())))
+
+    async def _stream_waits(self, after: int, timeout: float) -> int:
+        here = in_process.stream_leader_here(getattr(self.stream, "names", {}).values())
+        if here is not None:  # the stream's leader runs beside us: no actor call
+            return await here.wait_for_messages(after, timeout)
+        return await self.stream.acall("wait_for_messages", after, timeout,
+                                       timeout=timeout + STREAM_CALL_TIMEOUT,
+                                       attempt_timeout=timeout + STREAM_CALL_TIMEOUT)
 
     def _release_held(self, fetch: _Fetch) -> None:
         now = time.time_ns()

@@ -121,10 +121,15 @@ class StreamReplica:
         self._upkeep: asyncio.Task | None = None
         self._upkeep_wake = asyncio.Event()  # set by raft activity: upkeep may have work
         self._upkeep_passes = 0
+        self._reads_served = 0  # consumer reads (an idle push consumer's count stands still)
         self._sweep: asyncio.Task | None = None
         self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
+        # set (and replaced) when the last seq moves or leadership changes: push consumers
+        # wait on it for new messages instead of polling
+        self._stored = asyncio.Event()
+        self._stored_seq = 0
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
         self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
@@ -152,6 +157,8 @@ class StreamReplica:
         self._upkeep_wake.set()
         group = self.group
         if out.role is not None:
+            self._stored_moved()  # waiters recheck who leads
+        if out.role is not None:
             if out.role == Role.LEADER:
                 # serve writes only once everything in our log is applied
                 self._ready_index = group.node.raft.log.last_index()
@@ -172,7 +179,15 @@ class StreamReplica:
         if group.copying:
             self._copy.update()
 
+    def _stored_moved(self) -> None:
+        self._stored.set()
+        self._stored = asyncio.Event()
+
     def _after_apply(self, results: list[ApplyResult]) -> None:
+        last = self.engine.last_seq
+        if last != self._stored_seq:
+            self._stored_seq = last
+            self._stored_moved()
         if self.group.is_leader:
             added = 0
             for r in results:
@@ -312,6 +327,7 @@ class StreamReplica:
         st["transport"] = self.host.transport_stats()
         st["store_copy"] = dict(self._copy.stats)
         st["upkeep_passes"] = self._upkeep_passes  # an idle replica's count stands still
+        st["reads_served"] = self._reads_served  # consumer reads answered
         # what the file store's last open replayed (index files and checkpoint cover the rest)
         st["store_recovery"] = dict(getattr(self.machine.store, "recovery", None) or {})
         return st
@@ -524,6 +540,7 @@ class StreamReplica:
     def read_local(self, method: str, *args: Any) -> Any:
         """:meth:`reader_call` in-process (the consumers this leader runs read this way)."""
         self._require_current()
+        self._reads_served += 1
         if method not in _READER_METHODS:
             raise error_for("BAD_REQUEST", err=f"unknown reader method {method!r}")
         return getattr(StoreReader(self.machine.store), method)(*args)
@@ -603,6 +620,22 @@ class StreamReplica:
         (result,) = await self._propose_ops([op], timeout)
         if not result.ok:
             raise result.error
+
+    async def wait_for_messages(self, after: int, timeout: float) -> int:
+        """The stream's last seq once it is past ``after``, or when ``timeout`` seconds
+        (at most 30) ran out: a push consumer waits here for new messages instead of
+        polling. NotLeaderError when leadership moves meanwhile."""
+        self._require_writable()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, min(timeout, 30.0))
+        while self.engine.last_seq <= after:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stored.wait(), left)
+            self._require_writable()
+        return self.engine.last_seq
 
     async def republished(self, epoch: str | None, offset: int | None, filters: list[str],
                           limit: int = 1000, wait: float = 1.0) -> dict[str, Any]:

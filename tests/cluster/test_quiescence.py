@@ -142,3 +142,24 @@ def test_a_quiet_group_whose_leader_is_paused_elects_another(js, stream_name,
     finally:
         os.kill(paused, signal.SIGCONT)
     wait_replicas_equal(js, name, 4)
+
+
+def test_an_idle_push_consumer_waits_at_its_stream_instead_of_polling(js, stream_name,
+                                                                       drop_new_streams):
+    """A push subscription with nothing to deliver waits at the stream leader for the next
+    message (one read per poll of the subscriber at most), and the message it waited for
+    comes at once."""
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    js.publish(f"{name}.a", b"first")
+    sub = js.subscribe(stream=name, durable="P")
+    assert sub.next_msg(timeout=20).data == b"first"
+    lead = leader_id(js, name)
+    handle = replica_handles(js, name)[lead]
+    before = ray.get(handle.status.remote(), timeout=30)["reads_served"]
+    time.sleep(3.0)  # three polls of the subscriber; sixty were it polling every 50 ms
+    after = ray.get(handle.status.remote(), timeout=30)["reads_served"]
+    assert after - before <= 12, f"{after - before} reads while idle"
+    js.publish(f"{name}.a", b"second")
+    assert sub.next_msg(timeout=20).data == b"second"
+    sub.unsubscribe()
