@@ -34,7 +34,7 @@ PARALLEL := -n 2 --dist loadfile
 test: lint
 	$(BIN)/python -m pytest $(PARALLEL) --durations=15
 	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest $(PARALLEL) $(SHARED_RERUN)
-	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest tests/kv tests/objectstore
+	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest $(PARALLEL) tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
 	$(BIN)/python tests/natspy/run.py
 
