@@ -36,7 +36,7 @@ from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
 from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
-from rayjet.engine.consumer_reader import ReadAhead
+from rayjet.engine.consumer_reader import ReadAhead, Window
 from rayjet.engine.consumer_types import (
     Batch,
     Delivery,
@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
+WATCH_WAIT = 1.0  # seconds one wait for new messages stays open at the stream's leader
 TIMER_IDLE = 1.0  # with none of those: an inactivity check, unless a call wakes it sooner
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
@@ -243,6 +244,10 @@ class ConsumerReplica:
         self._ack_task: asyncio.Task | None = None
         self._stream_term: tuple[str, int] | None = None  # the stream leader last answering
         self._held: list[tuple[int, int, Delivery]] = []  # push deliveries not yet due
+        # while pull requests wait: the stream's last seq as its leader last answered a wait
+        # (None: not known), so the timer reads the stream only once it grew
+        self._known_last: int | None = None
+        self._watch: asyncio.Task | None = None
         start_when_restarted(consumer_actor_name(group, replica_id))
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -484,19 +489,56 @@ class ConsumerReplica:
                 if not fetch.inflight:
                     fetch.future.set_result(None)
 
-    async def _read_ahead(self, want: int) -> bool:
+    async def _read_ahead(self, want: int, *, watched: bool = False) -> bool:
         """Fetch what the next delivery decision reads (the next messages, queued
         redeliveries, a last-per-subject catch-up) from the stream leader without blocking
         the event loop; the engine takes them from the read-ahead. False: the stream did
-        not answer (the engine's own reads then fail at once instead of blocking)."""
+        not answer (the engine's own reads then fail at once instead of blocking).
+        ``watched`` (the timer's rounds for waiting pulls): when a wait at the stream's
+        leader says nothing was stored past what this consumer looked at, the new-message
+        window is known to be empty and the stream is not asked."""
         if not self.engine.is_leader:
             return False
         start = self.engine.read_position()
         limit = max(1, min(int(want), READ_AHEAD_MAX))
         reads = self.engine.decision_reads(limit)
+        filters = tuple(self.engine.filters)
+        if watched:
+            self._ensure_watch()
+            known = self._known_last
+            if not reads and start and known is not None and known < start:
+                self.reader.offer(Window(filters, start, limit, [], known, 0))
+                return True
         if start:
-            reads.append(("read_window", tuple(self.engine.filters), start, limit))
+            reads.append(("read_window", filters, start, limit))
         return await self._prefetch(reads)
+
+    def _ensure_watch(self) -> None:
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.get_running_loop().create_task(self._watch_stream())
+
+    async def _watch_stream(self) -> None:
+        """While pull requests wait: keep a wait open at the stream's leader and note the
+        last seq it answers with (:meth:`_read_ahead` ``watched``). Ends when nothing
+        waits, leadership moves, or the stream cannot be asked (the timer then reads)."""
+        try:
+            while self.engine.is_leader and self.engine.num_waiting:
+                start = self.engine.read_position()
+                if not start:
+                    return
+                # the first answer at once (what is there now), then waits for more
+                wait = 0.0 if self._known_last is None else WATCH_WAIT
+                try:
+                    last = await self._stream_waits(start - 1, wait)
+                except Exception as err:  # noqa: BLE001 - away or moving: the timer reads
+                    log.debug("stream watch of %s ended: %s", self.host.name, err)
+                    return
+                self._known_last = last
+                if last >= start:
+                    # new messages: the timer's next round reads them; watch again after it
+                    await asyncio.sleep(TIMER_EVERY)
+        finally:
+            self._known_last = None
 
     def _serve_window(self, decide) -> None:
         """Run one delivery decision on the window just read, then let the window go: a
@@ -533,7 +575,8 @@ class ConsumerReplica:
                 self._dispatch(self.engine.due_redeliveries())
                 # a pin also runs out with nobody waiting (unpinned advisory)
                 if self.engine.num_waiting or self.engine.pinned:
-                    if not self.engine.num_waiting or await self._read_ahead(READ_AHEAD_TIMER):
+                    if not self.engine.num_waiting or await self._read_ahead(
+                            READ_AHEAD_TIMER, watched=True):
                         self._serve_window(self.engine.serve)
                 if self.engine.is_inactive():
                     asyncio.get_running_loop().create_task(self._delete_self())
@@ -855,7 +898,7 @@ class ConsumerReplica:
         await self._stop("Server Shutdown")
 
     async def _stop(self, why: str = "Consumer Deleted") -> None:
-        for task in (self._timer, self._ack_task, self._metrics_task):
+        for task in (self._timer, self._ack_task, self._metrics_task, self._watch):
             if task is not None:
                 await cancel_and_wait(task)
         for fetch in self._fetches.values():

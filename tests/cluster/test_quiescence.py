@@ -163,3 +163,28 @@ def test_an_idle_push_consumer_waits_at_its_stream_instead_of_polling(js, stream
     js.publish(f"{name}.a", b"second")
     assert sub.next_msg(timeout=20).data == b"second"
     sub.unsubscribe()
+
+
+def test_a_waiting_pull_request_reads_the_stream_only_when_it_grew(js, stream_name,
+                                                                   drop_new_streams):
+    """A pull request waiting for messages costs no stream read per timer round: the
+    consumer keeps a wait open at the stream's leader and reads once it says the stream
+    grew; the message published while the request waits reaches it."""
+    import threading
+
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, storage=StorageType.FILE)
+    js.publish(f"{name}.a", b"first")
+    sub = js.pull_subscribe(durable="Q", stream=name)
+    assert [m.data for m in sub.fetch(1, timeout=20)] == [b"first"]
+    handle = replica_handles(js, name)[leader_id(js, name)]
+    before = ray.get(handle.status.remote(), timeout=30)["reads_served"]
+    got: list = []
+    waiting = threading.Thread(target=lambda: got.extend(sub.fetch(1, timeout=8)))
+    waiting.start()
+    time.sleep(3.0)  # sixty timer rounds of the consumer while the request waits
+    during = ray.get(handle.status.remote(), timeout=30)["reads_served"] - before
+    js.publish(f"{name}.a", b"second")
+    waiting.join(30)
+    assert [m.data for m in got] == [b"second"]
+    assert during <= 12, f"{during} stream reads while the request waited"
