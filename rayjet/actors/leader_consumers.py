@@ -49,7 +49,7 @@ class LeaderStream:
         return self._replica.read_local(*args)
 
     async def acall(self, method: str, *args: Any, **_: Any) -> Any:
-        if method == "wait_for_messages":  # a push consumer's wait for new messages
+        if method == "wait_for_messages":  # a consumer's wait for new messages
             return await self._replica.wait_for_messages(*args)
         return self.call(method, *args)
 

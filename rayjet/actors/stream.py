@@ -121,13 +121,13 @@ class StreamReplica:
         self._upkeep: asyncio.Task | None = None
         self._upkeep_wake = asyncio.Event()  # set by raft activity: upkeep may have work
         self._upkeep_passes = 0
-        self._reads_served = 0  # consumer reads (an idle push consumer's count stands still)
+        self._reads_served = 0  # consumer reads (an idle consumer's count stands still)
         self._sweep: asyncio.Task | None = None
         self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
-        # set (and replaced) when the last seq moves or leadership changes: push consumers
-        # wait on it for new messages instead of polling
+        # set (and replaced) when the last seq moves or leadership changes: consumers wait
+        # on it for new messages instead of polling
         self._stored = asyncio.Event()
         self._stored_seq = 0
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
@@ -157,8 +157,7 @@ class StreamReplica:
         self._upkeep_wake.set()
         group = self.group
         if out.role is not None:
-            self._stored_moved()  # waiters recheck who leads
-        if out.role is not None:
+            self._stored_moved()  # waiters for new messages recheck who leads
             if out.role == Role.LEADER:
                 # serve writes only once everything in our log is applied
                 self._ready_index = group.node.raft.log.last_index()
@@ -623,8 +622,8 @@ class StreamReplica:
 
     async def wait_for_messages(self, after: int, timeout: float) -> int:
         """The stream's last seq once it is past ``after``, or when ``timeout`` seconds
-        (at most 30) ran out: a push consumer waits here for new messages instead of
-        polling. NotLeaderError when leadership moves meanwhile."""
+        (at most 30) ran out: consumers wait here for new messages (a push poll, waiting
+        pull requests) instead of polling. NotLeaderError when leadership moves meanwhile."""
         self._require_writable()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, min(timeout, 30.0))
