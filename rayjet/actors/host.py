@@ -31,6 +31,7 @@ import ray
 from ray.experimental import internal_kv
 
 from rayjet.actors.names import NAMESPACE
+from rayjet.actors.on_demand import never_started, resting_answer
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.errors import BadRequestError
 
@@ -194,6 +195,9 @@ class ReplicaHost:
         self.name = host_name
         self.registry = registry_dir(data_dir, host_name)
         self.replicas: dict[str, Any] = {}
+        # placed here but not started: specs of replicas that start on first real use
+        # (see stream.starts_on_demand); they answer a few calls from the spec meanwhile
+        self.resting: dict[str, tuple[str, tuple, dict]] = {}
         self._restored = False
         self._starting: set[asyncio.Task] = set()
         self._arrivals: dict[str, asyncio.Event] = {}  # calls waiting for a place to run
@@ -244,6 +248,9 @@ class ReplicaHost:
         self._restored = True
         loop = asyncio.get_running_loop()
         for name, spec in self._load().items():
+            if never_started(spec):
+                self.resting[name] = spec
+                continue
             try:
                 replica = self._start_replica(name, *spec)
             except Exception:  # noqa: BLE001 - the others still start
@@ -262,48 +269,79 @@ class ReplicaHost:
         self._arrived(name, replica)
         return replica
 
-    def _arrived(self, name: str, replica: Any) -> None:
-        self.replicas[name] = replica
+    def _arrived(self, name: str, replica: Any = None) -> None:
+        if replica is not None:
+            self.replicas[name] = replica
         arrived = self._arrivals.pop(name, None)
         if arrived is not None:
             arrived.set()
 
-    async def _hosted(self, name: str) -> Any:
-        """Replica ``name``. An async actor's calls may run out of submission order, so a
-        call can come before the ``place`` that preceded it: when the hosted-name table says
-        the replica is ours, wait a little for it."""
+    def _running(self, name: str) -> Any:
+        """Replica ``name`` if it runs here, started now if it rests here."""
         replica = self.replicas.get(name)
-        if replica is None and await asyncio.to_thread(hosted_on, name) == self.name:
-            replica = self.replicas.get(name)  # the place may have run while we looked
-            if replica is None:
-                arrived = self._arrivals.setdefault(name, asyncio.Event())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), ARRIVAL_GRACE)
-                replica = self.replicas.get(name)
+        if replica is None and name in self.resting:
+            replica = self._start_replica(name, *self.resting[name])
+            del self.resting[name]
+        return replica
+
+    def _placed(self, name: str) -> bool:
+        return name in self.replicas or name in self.resting
+
+    async def _hosted(self, name: str) -> Any:
+        """Replica ``name``, started if it rested (see :meth:`_await_place`)."""
+        await self._await_place(name)
+        replica = self._running(name)
         if replica is None:
             self._arrivals.pop(name, None)
             raise NotHostedError(f"host {self.name} runs no replica {name!r}")
         return replica
 
-    async def place(self, name: str, kind: str, args: tuple, kwargs: dict) -> str:
-        """Run replica ``name`` here (a no-op when it runs here already), as a dedicated
-        actor of ``kind`` would be created with ``args``/``kwargs``."""
+    async def _await_place(self, name: str) -> None:
+        """An async actor's calls may run out of submission order, so a call can come
+        before the ``place`` that preceded it: when the hosted-name table says replica
+        ``name`` is ours, wait a little for it."""
+        if self._placed(name) or await asyncio.to_thread(hosted_on, name) != self.name:
+            return
+        if not self._placed(name):  # the place may have run while we looked
+            arrived = self._arrivals.setdefault(name, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arrived.wait(), ARRIVAL_GRACE)
+
+    async def place(self, name: str, kind: str, args: tuple, kwargs: dict,
+                    on_demand: bool = False, recorded: bool = False) -> str:
+        """Run replica ``name`` here (a no-op when it runs or rests here already), as a
+        dedicated actor of ``kind`` would be created with ``args``/``kwargs``.
+        ``on_demand``: a new replica that rests until first used (see
+        stream.starts_on_demand). ``recorded``: the caller recorded where it runs."""
         self.restore()
         if name in self._removed:
             raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
-        if name not in self.replicas:
-            self._start_replica(name, kind, args, kwargs)
-            self._save(name, (kind, tuple(args), dict(kwargs)))
-            await asyncio.to_thread(record_hosted, name, self.name)
-        replica = self.replicas.get(name)
-        if replica is None:  # removed while it was being recorded: leave no record
+        if not self._placed(name):
+            spec = (kind, tuple(args), dict(kwargs))
+            if on_demand:
+                self.resting[name] = spec
+                self._arrived(name)
+            else:
+                self._start_replica(name, *spec)
+            self._save(name, spec)
+            if not recorded:
+                await asyncio.to_thread(record_hosted, name, self.name)
+        if not self._placed(name):  # removed while it was being recorded: leave no record
             await asyncio.to_thread(record_hosted, name, None)
             raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
-        await replica.ping()
+        replica = self.replicas.get(name)
+        if replica is not None:
+            await replica.ping()
         return self.name
 
     async def call(self, name: str, method: str, args: tuple, kwargs: dict) -> Any:
         self.restore()
+        await self._await_place(name)
+        spec = self.resting.get(name)
+        if spec is not None:
+            known, answer = resting_answer(spec, method, args, kwargs)
+            if known:
+                return answer
         replica = await self._hosted(name)
         call = None if method.startswith("_") else getattr(replica, method, None)
         if call is None:
@@ -316,7 +354,7 @@ class ReplicaHost:
         self.restore()
         missing = []
         for name, messages in batch:
-            replica = self.replicas.get(name)
+            replica = self._running(name)
             if replica is None:
                 missing.append(name)
                 continue
@@ -331,13 +369,14 @@ class ReplicaHost:
         replica actor for good is)."""
         self.restore()
         replica = self.replicas.pop(name, None)
+        rested = self.resting.pop(name, None) is not None
         self._removed[name] = None
         while len(self._removed) > REMOVED_KEPT:
             self._removed.popitem(last=False)
         self._forget(name)
         await asyncio.to_thread(record_hosted, name, None)
         if replica is None:
-            return False
+            return rested  # a resting replica has no data yet
         with contextlib.suppress(Exception):
             await replica.destroy()
         return True
@@ -361,11 +400,12 @@ class ReplicaHost:
         self.restore()
         spec = self._load_one(name)
         replica = self.replicas.pop(name, None)
+        rested = self.resting.pop(name, None) is not None
         self._forget(name)
         if replica is not None:
             with contextlib.suppress(Exception):
                 await replica.shutdown()
-        return spec if replica is not None else None
+        return spec if replica is not None or rested else None
 
     async def stop_all(self) -> None:
         """Stop every replica here and keep their data and places (a process shutting
@@ -377,7 +417,7 @@ class ReplicaHost:
 
     async def names(self) -> list[str]:
         self.restore()
-        return sorted(self.replicas)
+        return sorted({*self.replicas, *self.resting})
 
     async def ping(self) -> str:
         self.restore()

@@ -23,6 +23,7 @@ import ray
 from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
+from rayjet.actors.on_demand import starts_on_demand
 from rayjet.actors.raft_host import (
     ACTOR_ELECTION_TICKS,
     ACTOR_HEARTBEAT_TICKS,
@@ -205,11 +206,14 @@ class MetaMember:
         """Answer a new stream's creation once its replicas are asked to start, without
         waiting for them: its info is known (see new_stream_info) and the first call to
         its leader waits for it. A replica that fails to start is logged here and started
-        again by reconciliation."""
-        created = lifecycle.start_stream_replicas(sa, self.data_dir)
-        task = asyncio.get_running_loop().create_task(lifecycle.replicas_ready(sa, created))
-        self._starting.add(task)
-        task.add_done_callback(lambda t: self._started_stream(sa, t))
+        again by reconciliation. One that rests until used (stream.starts_on_demand) is
+        not asked: it has nothing to start (reconciliation places it again if its host
+        does not list it)."""
+        created = lifecycle.start_stream_replicas(sa, self.data_dir, new=True)
+        if not starts_on_demand(sa.config):
+            task = asyncio.get_running_loop().create_task(lifecycle.replicas_ready(sa, created))
+            self._starting.add(task)
+            task.add_done_callback(lambda t: self._started_stream(sa, t))
         preferred = lifecycle.preferred_replica(sa)
         info = new_stream_info(sa.config, sa.created_ns, sa.group,
                                preferred if len(sa.peers) == 1 else None)

@@ -28,6 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.host import HostedHandle, ReplicaHost, find_replica, hosted_on, record_hosted
 from rayjet.actors.names import NAMESPACE, consumer_actor_name, host_actor_name, stream_actor_name
+from rayjet.actors.on_demand import starts_on_demand
 from rayjet.actors.stream_actor import StreamReplicaActor
 from rayjet.api import ConsumerConfig, Placement, StreamConfig
 from rayjet.errors import (
@@ -291,14 +292,17 @@ async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
 
 
 def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: Any,
-                   config: StreamConfig | None = None) -> Any:
+                   config: StreamConfig | None = None, *, new: bool = False) -> Any:
+    """Create (or place in a host) replica ``rid``; ``new``: of a stream just made, so
+    never placed before, and a hosted one may rest until used (stream.starts_on_demand)."""
     cfg = config or sa.config
     voters = list(sa.bootstrap) or [r for r, _ in sa.peers]
     name = stream_actor_name(sa.group, rid)
     args = (cfg.to_dict(), sa.group, rid, voters, str(data_dir))
     kwargs = {"created_ns": sa.created_ns}
     if cfg.shared_hosting:
-        return place_hosted(name, "stream", args, kwargs, node, data_dir, cfg)
+        return place_hosted(name, "stream", args, kwargs, node, data_dir, cfg, new=new,
+                            on_demand=new and starts_on_demand(cfg))
     return remote_class(StreamReplicaActor).options(**actor_options(name, node, cfg)).remote(
         *args, **kwargs)
 
@@ -359,13 +363,13 @@ def host_index(replica_name: str, pool: int) -> int:
 
 
 def host_on(node: str | None, key: str, data_dir: Any,
-            config: StreamConfig | None = None) -> tuple[str, Any]:
+            config: StreamConfig | None = None, *, new: bool = False) -> tuple[str, Any]:
     """The host actor on ``node`` (or, when that node is gone, on one that fits ``config``'s
     placement) that runs replica ``key``: one of a small pool per node (:func:`host_index`),
     created when missing. Pinned to its node: a hosted replica never drifts to another node
-    (or region) with its host."""
+    (or region) with its host. ``new``: ``key`` never ran anywhere (no record to look up)."""
     node = live_node_for(node, config)
-    known = hosted_on(key)
+    known = None if new else hosted_on(key)
     if known is not None and known.startswith(host_actor_name(node, 0)[:-1]):
         name = known  # keep it where it ran (its spec file is there), whatever the pool
     else:
@@ -380,11 +384,14 @@ def host_on(node: str | None, key: str, data_dir: Any,
 
 
 def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
-                 data_dir: Any, config: StreamConfig) -> HostedHandle:
-    """Run replica ``name`` in a host on ``node`` (what creating its actor would do)."""
-    host_name, host = host_on(node, name, data_dir, config)
+                 data_dir: Any, config: StreamConfig, *, new: bool = False,
+                 on_demand: bool = False) -> HostedHandle:
+    """Run replica ``name`` in a host on ``node`` (what creating its actor would do);
+    ``new`` and ``on_demand`` as :func:`create_replica` and ``ReplicaHost.place`` take
+    them."""
+    host_name, host = host_on(node, name, data_dir, config, new=new)
     record_hosted(name, host_name)  # findable at once, before the host has it running
-    host.place.remote(name, kind, args, kwargs)
+    host.place.remote(name, kind, args, kwargs, on_demand, True)
     return HostedHandle(host, host_name, name)
 
 
@@ -456,10 +463,11 @@ class ReadyGroup(NamedTuple):
 
 
 def start_stream_replicas(sa: StreamAssignment, data_dir: Any,
-                          peers: Peers | None = None) -> dict[str, Any]:
+                          peers: Peers | None = None, *, new: bool = False) -> dict[str, Any]:
     """Create the replicas of ``peers`` (default: all of the stream's) that do not exist;
-    their handles by replica id (each starts on its own: see :func:`replicas_ready`)."""
-    return {rid: create_replica(sa, rid, node, data_dir)
+    their handles by replica id (each starts on its own: see :func:`replicas_ready`).
+    ``new``: the stream was just made (see :func:`create_replica`)."""
+    return {rid: create_replica(sa, rid, node, data_dir, new=new)
             for rid, node in (sa.peers if peers is None else peers)}
 
 

@@ -15,7 +15,6 @@ import logging
 import shutil
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -25,6 +24,7 @@ from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
+from rayjet.actors.on_demand import replica_dir
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.self_start import start_when_restarted
@@ -99,7 +99,7 @@ class StreamReplica:
         self.id = replica_id
         self._preferred = bool(voters) and voters[0] == replica_id  # leads a new group
         self.created_ns = created_ns
-        self.dir = Path(data_dir) / "streams" / group / replica_id
+        self.dir = replica_dir(data_dir, group, replica_id)
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
         if cfg.storage is StorageType.FILE:
             store, raft_log = open_stream_files(self.dir, store_config(cfg, sync_interval=sync))
