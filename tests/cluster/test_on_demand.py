@@ -21,7 +21,8 @@ def _replica(js, stream: str) -> tuple[str, str, object]:
     sa, _ = js._stream(stream, refresh=True)
     rid = sa["peers"][0][0]
     name = stream_actor_name(sa["group"], rid)
-    return name, hosted_on(name), replica_dir(js.data_dir, sa["group"], rid)
+    data_dir = js.meta_cluster()["data_dir"]  # the cluster's, whatever this client's is
+    return name, hosted_on(name), replica_dir(data_dir, sa["group"], rid)
 
 
 def _host(host_name: str):
