@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 KV_NAMESPACE = "rayjet.hosted"  # replica name -> host actor name
 REMOVED_KEPT = 10_000  # removed replica names a host remembers
+STREAM_INFOS_TIMEOUT = 10.0  # seconds a listing waits for one host's answer
 ARRIVAL_GRACE = 5.0  # seconds a call waits for a replica placed here whose place has not run
 
 
@@ -66,6 +67,50 @@ def record_hosted(name: str, host: str | None) -> None:
     else:
         internal_kv._internal_kv_put(_key(name), host.encode(), overwrite=True,
                                      namespace=KV_NAMESPACE)
+
+
+def hosts_of(names: list[str]) -> dict[str, str]:
+    """The hosts of many replicas, in one control-store call where Ray offers it: name ->
+    host, for the names that are hosted (blocking)."""
+    if not names or not internal_kv._internal_kv_initialized():
+        return {}
+    multi_get = getattr(internal_kv.internal_kv_get_gcs_client(), "internal_kv_multi_get",
+                        None)
+    if multi_get is None:  # an older Ray: one call per name
+        return {n: h for n in names if (h := hosted_on(n)) is not None}
+    got = multi_get([_key(n) for n in names], KV_NAMESPACE.encode())
+    return {key.decode(): host.decode() for key, host in got.items() if host}
+
+
+def stream_infos_by_host(replicas: list[str], known: dict[str, str] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+    """The stream infos of many hosted stream replicas with one call per host (a listing of
+    hundreds of streams), ``known`` hosts by replica name spared a lookup. Answers the
+    replicas that answered: a replica that is not hosted, not its group's leader or not
+    reachable now is left out, for the caller to ask on its own (blocking)."""
+    hosts = dict(known or {})
+    hosts.update(hosts_of([r for r in replicas if r not in hosts]))
+    by_host: dict[str, list[str]] = {}
+    for replica in replicas:
+        if replica in hosts:
+            by_host.setdefault(hosts[replica], []).append(replica)
+    calls = []
+    for host, names in by_host.items():
+        try:
+            calls.append((host_handle(host), host_handle(host).stream_infos.remote(names)))
+        except ValueError:  # the host is gone: its replicas are asked on their own
+            continue
+    out: dict[str, dict[str, Any]] = {}
+    for handle, ref in calls:
+        try:
+            answers = ray.get(ref, timeout=STREAM_INFOS_TIMEOUT)
+        except ray.exceptions.RayActorError:
+            forget_host(handle)
+            continue
+        except (ray.exceptions.RayError, TimeoutError):
+            continue
+        out.update((name, info) for name, info in answers.items() if info is not None)
+    return out
 
 
 def hosted_names() -> dict[str, str]:
@@ -126,7 +171,7 @@ class HostPost:
         if not batch:
             return
         ref = self.host.deliver.remote([(name, msgs) for name, msgs, _ in batch])
-        loop = self.loop
+        loop, host = self.loop, self.host
 
         def gone(names: set[str] | None) -> None:  # None: all of them
             for name, _msgs, on_gone in batch:
@@ -145,6 +190,7 @@ class HostPost:
             elif isinstance(exc, (ray.exceptions.RayActorError,
                                   ray.exceptions.ActorUnschedulableError)):
                 names = None  # the host died, or its node is gone
+                forget_host(host)
             else:
                 return
             with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
@@ -171,16 +217,40 @@ def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], Non
     return True
 
 
-def find_replica(name: str) -> Any:
+_host_handles: dict[str, Any] = {}  # host actor name -> its handle, in this process
+
+
+def host_handle(host_name: str) -> Any:
+    """The handle of host actor ``host_name``, looked up once per process (a restarted host
+    keeps its handle; :func:`forget_host` drops one whose actor died for good)."""
+    handle = _host_handles.get(host_name)
+    if handle is None:
+        handle = _host_handles[host_name] = ray.get_actor(host_name, namespace=NAMESPACE)
+    return handle
+
+
+def forget_host(handle: Any) -> None:
+    """A call through ``handle`` (a hosted replica's, or a host's) failed because its actor
+    died: look the host up again next time (a host killed for good is made anew)."""
+    host = handle.host if isinstance(handle, HostedHandle) else handle
+    for name, known in list(_host_handles.items()):
+        if known is host:
+            _host_handles.pop(name, None)
+
+
+def find_replica(name: str, hosted: bool = False) -> Any:
     """The handle of replica ``name``: its dedicated actor, else a HostedHandle on the host
-    that runs it. Raises ValueError when neither exists. Blocking."""
-    try:
-        return ray.get_actor(name, namespace=NAMESPACE)
-    except ValueError:
-        host = hosted_on(name)
-        if host is None:
-            raise
-        return HostedHandle(ray.get_actor(host, namespace=NAMESPACE), host, name)
+    that runs it. Raises ValueError when neither exists. Blocking. ``hosted``: the replica
+    is expected in a host (its stream's hosting is shared), so its record is read first."""
+    host = hosted_on(name) if hosted else None
+    if host is None:
+        try:
+            return ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            host = hosted_on(name)
+            if host is None:
+                raise
+    return HostedHandle(host_handle(host), host, name)
 
 
 def registry_dir(data_dir: Any, host_name: str) -> Path:
@@ -418,6 +488,26 @@ class ReplicaHost:
     async def names(self) -> list[str]:
         self.restore()
         return sorted({*self.replicas, *self.resting})
+
+    async def stream_infos(self, names: list[str]) -> dict[str, dict[str, Any] | None]:
+        """The infos of stream replicas ``names`` run here, side by side (see
+        :func:`stream_infos_by_host`): None for one that is not here, does not lead, or
+        fails to answer; a resting replica answers from its record."""
+        self.restore()
+
+        async def one(name: str) -> dict[str, Any] | None:
+            spec = self.resting.get(name)
+            if spec is not None:
+                return resting_answer(spec, "info", (), {})[1]
+            replica = self.replicas.get(name)
+            if replica is None:
+                return None
+            try:
+                return await replica.info()
+            except Exception:  # noqa: BLE001 - not the leader, or busy: asked on its own
+                return None
+
+        return dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
 
     async def ping(self) -> str:
         self.restore()

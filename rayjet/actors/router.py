@@ -12,13 +12,20 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError, RayTaskError
 
-from rayjet.actors.host import HostedHandle, NotHostedError, find_replica, post_to_host
+from rayjet.actors.host import (
+    HostedHandle,
+    NotHostedError,
+    find_replica,
+    forget_host,
+    post_to_host,
+)
 from rayjet.actors.names import (
     META_MEMBERS,
     meta_actor_name,
     meta_member_id,
     stream_actor_name,
 )
+from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError, TimeoutError
 
 RETRY_PAUSE = 0.05
@@ -57,18 +64,24 @@ async def acall(ref: Any, timeout: float) -> Any:
 class GroupRouter:
     """Calls the leader of a replica group, following leader hints and skipping dead actors."""
 
-    def __init__(self, names: dict[str, str], what: str) -> None:
+    def __init__(self, names: dict[str, str], what: str, *, hosted: bool = False) -> None:
         self.names = names  # replica id -> actor name
         self.what = what
+        self.hosted = hosted  # the replicas run in shared hosts (see find_replica)
         self.leader: str | None = None
         self._handles: dict[str, Any] = {}
 
     def handle(self, rid: str) -> Any:
         h = self._handles.get(rid)
         if h is None:
-            h = find_replica(self.names[rid])
+            h = find_replica(self.names[rid], self.hosted)
             self._handles[rid] = h
         return h
+
+    def host_of(self, rid: str) -> str | None:
+        """The host actor that runs replica ``rid``, when a hosted handle to it is known."""
+        handle = self._handles.get(rid)
+        return handle.host_name if isinstance(handle, HostedHandle) else None
 
     def _order(self) -> list[str]:
         rids = sorted(self.names)
@@ -81,7 +94,7 @@ class GroupRouter:
         """:meth:`handle` for async actors: the name lookup runs in a thread."""
         h = self._handles.get(rid)
         if h is None:
-            h = await asyncio.to_thread(find_replica, self.names[rid])
+            h = await asyncio.to_thread(find_replica, self.names[rid], self.hosted)
             self._handles[rid] = h
         return h
 
@@ -103,7 +116,9 @@ class GroupRouter:
             return hint == rid  # the leader is still catching up: ask it again shortly
         # a dead or restarting replica (or one whose host's node is gone, so the call never
         # ran): its handle may be stale
-        self._handles.pop(rid, None)
+        stale = self._handles.pop(rid, None)
+        if isinstance(err, RayActorError):
+            forget_host(stale)
         if isinstance(err, RayActorError) and not retry_unknown:
             raise ServiceUnavailableError(
                 f"{self.what}: replica {rid} died during the call; the outcome "
@@ -182,7 +197,8 @@ def meta_router() -> GroupRouter:
 def stream_router(assignment: dict[str, Any]) -> GroupRouter:
     group = assignment["group"]
     names = {rid: stream_actor_name(group, rid) for rid, _node in assignment["peers"]}
-    return GroupRouter(names, f"stream {assignment['config']['name']!r}")
+    return GroupRouter(names, f"stream {assignment['config']['name']!r}",
+                       hosted=assignment["config"].get("hosting") == SHARED_HOSTING)
 
 
 def is_api_error(exc: BaseException) -> bool:

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from rayjet.actors.host import stream_infos_by_host
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
-from rayjet.api.stream import DEDICATED_HOSTING
+from rayjet.api.stream import DEDICATED_HOSTING, SHARED_HOSTING
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -209,10 +210,40 @@ class StreamsAPI:
             except APIError as err:
                 return err
 
-        if len(wanted) <= 1:
-            return {name: one(name) for name in wanted}
-        with ThreadPoolExecutor(min(INFO_THREADS, len(wanted))) as pool:
-            return dict(zip(wanted, pool.map(one, wanted), strict=True))
+        out = self._hosted_infos([n for n in wanted if n in assignments], assignments)
+        rest = [n for n in wanted if n not in out]
+        if len(rest) <= 1:
+            out.update((name, one(name)) for name in rest)
+        else:
+            with ThreadPoolExecutor(min(INFO_THREADS, len(rest))) as pool:
+                out.update(zip(rest, pool.map(one, rest), strict=True))
+        return {name: out[name] for name in wanted}
+
+    def _hosted_infos(self, names: list[str], assignments: dict[str, dict[str, Any]]
+                      ) -> dict[str, StreamInfo]:
+        """The infos of the streams among ``names`` whose replicas run in shared hosts, asked
+        of each host at once (the replica known or first named as leader); what no host
+        answered is left out."""
+        leaders: dict[str, str] = {}  # replica actor name -> stream
+        known: dict[str, str] = {}  # replica actor name -> its host, from the routers
+        for name in names:
+            assignment = assignments[name]
+            if assignment["config"].get("hosting") != SHARED_HOSTING:
+                continue
+            cached = self._routers.get(name)
+            router = cached[1] if cached and cached[0]["group"] == assignment["group"] \
+                else stream_router(assignment)
+            rid = router.leader or assignment["peers"][0][0]
+            replica = router.names[rid]
+            leaders[replica] = name
+            host = router.host_of(rid)
+            if host is not None:
+                known[replica] = host
+        if len(leaders) <= 1:
+            return {}
+        infos = stream_infos_by_host(list(leaders), known)
+        return {leaders[replica]: _stream_info(info, assignments[leaders[replica]])
+                for replica, info in infos.items()}
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]

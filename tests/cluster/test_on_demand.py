@@ -90,3 +90,26 @@ def test_a_restarted_host_keeps_resting_replicas_resting(js, stream_name):
     assert not idle_path.exists()
     assert js.publish(idle, b"late", timeout=20).seq == 1
     assert idle_path.exists()
+
+
+def test_a_listing_answers_as_each_stream_does(js, stream_name):
+    """Infos of hosted streams are asked of each host at once; what they say is what each
+    stream says alone (resting, running with messages, R3, and a dedicated one beside)."""
+    made = {f"{stream_name}R": dict(hosting="shared"),
+            f"{stream_name}M": dict(hosting="shared"),
+            f"{stream_name}T": dict(hosting="shared", num_replicas=3),
+            f"{stream_name}D": dict(hosting="dedicated")}
+    for name, kw in made.items():
+        js.add_stream(StreamConfig(name=name, **kw))
+    for name in (f"{stream_name}M", f"{stream_name}T", f"{stream_name}D"):
+        js.publish(name, b"x", timeout=20)
+    listed = js.stream_infos(list(made))
+    for name in made:
+        alone = js.stream_info(name)
+        assert listed[name].config == alone.config, name
+        assert listed[name].state == alone.state, name
+        assert listed[name].cluster.leader == alone.cluster.leader, name
+    assert listed[f"{stream_name}R"].state.messages == 0
+    assert listed[f"{stream_name}M"].state.messages == 1
+    _, _, path = _replica(js, f"{stream_name}R")
+    assert not path.exists()  # a listing leaves a resting stream at rest
