@@ -119,4 +119,6 @@ def test_replicas_restart_after_installed_local_and_empty_disk_snapshots(tmp_pat
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "data")], cwd=root,
                           capture_output=True, text=True, timeout=420, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert proc.stdout.split() == ["INSTALLED", "RESTARTED", "LOCAL", "EMPTY"]
+    steps = ["INSTALLED", "RESTARTED", "LOCAL", "EMPTY"]
+    # Ray may forward its own lines to the driver's stdout (a killed worker's notice)
+    assert [line for line in proc.stdout.splitlines() if line in steps] == steps
