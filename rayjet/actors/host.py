@@ -97,17 +97,15 @@ def stream_infos_by_host(replicas: list[str], known: dict[str, str] | None = Non
     calls = []
     for host, names in by_host.items():
         try:
-            calls.append((host_handle(host), host_handle(host).stream_infos.remote(names)))
+            handle = ray.get_actor(host, namespace=NAMESPACE)
         except ValueError:  # the host is gone: its replicas are asked on their own
             continue
+        calls.append(handle.stream_infos.remote(names))
     out: dict[str, dict[str, Any]] = {}
-    for handle, ref in calls:
+    for ref in calls:
         try:
             answers = ray.get(ref, timeout=STREAM_INFOS_TIMEOUT)
-        except ray.exceptions.RayActorError:
-            forget_host(handle)
-            continue
-        except (ray.exceptions.RayError, TimeoutError):
+        except (ray.exceptions.RayError, TimeoutError):  # (a host died): asked on their own
             continue
         out.update((name, info) for name, info in answers.items() if info is not None)
     return out
@@ -171,7 +169,7 @@ class HostPost:
         if not batch:
             return
         ref = self.host.deliver.remote([(name, msgs) for name, msgs, _ in batch])
-        loop, host = self.loop, self.host
+        loop = self.loop
 
         def gone(names: set[str] | None) -> None:  # None: all of them
             for name, _msgs, on_gone in batch:
@@ -190,7 +188,6 @@ class HostPost:
             elif isinstance(exc, (ray.exceptions.RayActorError,
                                   ray.exceptions.ActorUnschedulableError)):
                 names = None  # the host died, or its node is gone
-                forget_host(host)
             else:
                 return
             with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
@@ -217,27 +214,6 @@ def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], Non
     return True
 
 
-_host_handles: dict[str, Any] = {}  # host actor name -> its handle, in this process
-
-
-def host_handle(host_name: str) -> Any:
-    """The handle of host actor ``host_name``, looked up once per process (a restarted host
-    keeps its handle; :func:`forget_host` drops one whose actor died for good)."""
-    handle = _host_handles.get(host_name)
-    if handle is None:
-        handle = _host_handles[host_name] = ray.get_actor(host_name, namespace=NAMESPACE)
-    return handle
-
-
-def forget_host(handle: Any) -> None:
-    """A call through ``handle`` (a hosted replica's, or a host's) failed because its actor
-    died: look the host up again next time (a host killed for good is made anew)."""
-    host = handle.host if isinstance(handle, HostedHandle) else handle
-    for name, known in list(_host_handles.items()):
-        if known is host:
-            _host_handles.pop(name, None)
-
-
 def find_replica(name: str, hosted: bool = False) -> Any:
     """The handle of replica ``name``: its dedicated actor, else a HostedHandle on the host
     that runs it. Raises ValueError when neither exists. Blocking. ``hosted``: the replica
@@ -250,7 +226,7 @@ def find_replica(name: str, hosted: bool = False) -> Any:
             host = hosted_on(name)
             if host is None:
                 raise
-    return HostedHandle(host_handle(host), host, name)
+    return HostedHandle(ray.get_actor(host, namespace=NAMESPACE), host, name)
 
 
 def registry_dir(data_dir: Any, host_name: str) -> Path:

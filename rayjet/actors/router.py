@@ -16,7 +16,6 @@ from rayjet.actors.host import (
     HostedHandle,
     NotHostedError,
     find_replica,
-    forget_host,
     post_to_host,
 )
 from rayjet.actors.names import (
@@ -116,9 +115,7 @@ class GroupRouter:
             return hint == rid  # the leader is still catching up: ask it again shortly
         # a dead or restarting replica (or one whose host's node is gone, so the call never
         # ran): its handle may be stale
-        stale = self._handles.pop(rid, None)
-        if isinstance(err, RayActorError):
-            forget_host(stale)
+        self._handles.pop(rid, None)
         if isinstance(err, RayActorError) and not retry_unknown:
             raise ServiceUnavailableError(
                 f"{self.what}: replica {rid} died during the call; the outcome "

@@ -1,15 +1,14 @@
-"""Finding a hosted replica: its record first when its stream is known to be hosted, the
-host's handle looked up once per process and dropped when that host died."""
+"""Finding a hosted replica: its record first when its stream is known to be hosted, and
+the host's handle looked up each time (a host killed for good is made anew under its
+name: a handle kept from before would reach the dead one)."""
 
 from __future__ import annotations
 
 import pytest
 import ray
-from ray.exceptions import RayActorError
 
 from rayjet.actors import host as host_mod
-from rayjet.actors import router
-from rayjet.actors.host import HostedHandle, find_replica, forget_host
+from rayjet.actors.host import HostedHandle, find_replica
 
 
 @pytest.fixture
@@ -31,17 +30,14 @@ def control_store(monkeypatch):
 
     monkeypatch.setattr(ray, "get_actor", get_actor)
     monkeypatch.setattr(host_mod, "hosted_on", hosted_on)
-    monkeypatch.setattr(host_mod, "_host_handles", {})
     return actors, asked
 
 
-def test_a_hosted_replica_is_found_from_its_record_and_its_host_once(control_store):
+def test_a_hosted_replica_is_found_from_its_record(control_store):
     actors, asked = control_store
     one = find_replica("rep.1", hosted=True)
-    two = find_replica("rep.2", hosted=True)
-    assert isinstance(one, HostedHandle) and one.host is actors["H"] and two.host is one.host
-    # no failed actor lookup per replica, and the host's handle asked for once
-    assert asked == ["record rep.1", "actor H", "record rep.2"]
+    assert isinstance(one, HostedHandle) and one.host is actors["H"]
+    assert asked == ["record rep.1", "actor H"]  # no failed actor lookup first
 
 
 def test_a_replica_not_known_to_be_hosted_is_looked_up_as_an_actor_first(control_store):
@@ -50,19 +46,8 @@ def test_a_replica_not_known_to_be_hosted_is_looked_up_as_an_actor_first(control
     assert asked == ["actor rep.1", "record rep.1", "actor H"]
 
 
-def test_a_dead_host_is_looked_up_again(control_store):
-    actors, asked = control_store
+def test_a_host_made_anew_is_found(control_store):
+    actors, _ = control_store
     old = find_replica("rep.1", hosted=True)
     actors["H"] = object()  # killed for good and made anew under its name
-    forget_host(old)
-    assert find_replica("rep.1", hosted=True).host is actors["H"]
-    assert asked.count("actor H") == 2
-
-
-def test_the_router_forgets_the_host_of_a_replica_that_died(control_store):
-    actors, _ = control_store
-    r = router.GroupRouter({"r0": "rep.1"}, "a stream", hosted=True)
-    first = r.handle("r0")
-    actors["H"] = object()
-    r._failed("r0", RayActorError(), retry_unknown=True, attempt_timeout=None)
-    assert r.handle("r0").host is actors["H"] is not first.host
+    assert find_replica("rep.1", hosted=True).host is actors["H"] is not old.host
