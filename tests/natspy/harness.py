@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import tracemalloc
 import unittest
 import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
 
@@ -84,6 +85,12 @@ class SingleJetStreamServerTestCase(unittest.TestCase):
         for natsd in self.server_pool:
             natsd.stop()
         self.loop.close()
+        # nats.py's harness runs the server in a process of its own, ours runs in the
+        # tests' process: a test that turns on allocation tracing (test_fetch_cancelled_
+        # errors_raised calls tracemalloc.start() and never stops it) would slow the gateway
+        # of every later test two- to threefold
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
 
 
 class SingleJetStreamServerLimitsTestCase(SingleJetStreamServerTestCase):
