@@ -242,7 +242,7 @@ class ReplicaHost:
         self.registry = registry_dir(data_dir, host_name)
         self.replicas: dict[str, Any] = {}
         # placed here but not started: specs of replicas that start on first real use
-        # (see stream.starts_on_demand); they answer a few calls from the spec meanwhile
+        # (see on_demand.starts_on_demand); they answer a few calls from the spec meanwhile
         self.resting: dict[str, tuple[str, tuple, dict]] = {}
         self._restored = False
         self._starting: set[asyncio.Task] = set()
@@ -333,15 +333,6 @@ class ReplicaHost:
     def _placed(self, name: str) -> bool:
         return name in self.replicas or name in self.resting
 
-    async def _hosted(self, name: str) -> Any:
-        """Replica ``name``, started if it rested (see :meth:`_await_place`)."""
-        await self._await_place(name)
-        replica = self._running(name)
-        if replica is None:
-            self._arrivals.pop(name, None)
-            raise NotHostedError(f"host {self.name} runs no replica {name!r}")
-        return replica
-
     async def _await_place(self, name: str) -> None:
         """An async actor's calls may run out of submission order, so a call can come
         before the ``place`` that preceded it: when the hosted-name table says replica
@@ -358,7 +349,7 @@ class ReplicaHost:
         """Run replica ``name`` here (a no-op when it runs or rests here already), as a
         dedicated actor of ``kind`` would be created with ``args``/``kwargs``.
         ``on_demand``: a new replica that rests until first used (see
-        stream.starts_on_demand). ``recorded``: the caller recorded where it runs."""
+        on_demand.starts_on_demand). ``recorded``: the caller recorded where it runs."""
         self.restore()
         if name in self._removed:
             raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
@@ -388,7 +379,10 @@ class ReplicaHost:
             known, answer = resting_answer(spec, method, args, kwargs)
             if known:
                 return answer
-        replica = await self._hosted(name)
+        replica = self._running(name)  # started here if it rested
+        if replica is None:
+            self._arrivals.pop(name, None)
+            raise NotHostedError(f"host {self.name} runs no replica {name!r}")
         call = None if method.startswith("_") else getattr(replica, method, None)
         if call is None:
             raise BadRequestError(f"a hosted replica has no method {method!r}")

@@ -206,7 +206,7 @@ class MetaMember:
         """Answer a new stream's creation once its replicas are asked to start, without
         waiting for them: its info is known (see new_stream_info) and the first call to
         its leader waits for it. A replica that fails to start is logged here and started
-        again by reconciliation. One that rests until used (stream.starts_on_demand) is
+        again by reconciliation. One that rests until used (on_demand.starts_on_demand) is
         not asked: it has nothing to start (reconciliation places it again if its host
         does not list it)."""
         created = lifecycle.start_stream_replicas(sa, self.data_dir, new=True)

@@ -294,7 +294,7 @@ async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
 def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: Any,
                    config: StreamConfig | None = None, *, new: bool = False) -> Any:
     """Create (or place in a host) replica ``rid``; ``new``: of a stream just made, so
-    never placed before, and a hosted one may rest until used (stream.starts_on_demand)."""
+    never placed before, and a hosted one may rest until used (on_demand.starts_on_demand)."""
     cfg = config or sa.config
     voters = list(sa.bootstrap) or [r for r, _ in sa.peers]
     name = stream_actor_name(sa.group, rid)
