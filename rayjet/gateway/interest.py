@@ -9,11 +9,20 @@ subscriptions are grouped by queue name: a message goes to one member of each gr
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 _CACHE_LIMIT = 4096
+
+
+def _remember(cache: OrderedDict, key: str, value: Any) -> None:
+    """Keep ``value`` under ``key``, the oldest entry making room when full. Most subjects
+    are seen once (every reply inbox and ack subject): clearing a full cache each time
+    cost more than the lookups it saved."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.popitem(last=False)
+    cache[key] = value
 
 
 @dataclass(eq=False)  # identity: two subscriptions are never "the same"
@@ -38,16 +47,20 @@ class Interest:
         self._literal: dict[str, list[Subscription]] = defaultdict(list)
         self._root = _Node()
         self._wildcards = 0
-        self._cache: dict[str, tuple[list[Subscription], list[list[Subscription]]]] = {}
+        self._cache: OrderedDict[str, tuple[list[Subscription], list[list[Subscription]]]] = \
+            OrderedDict()
         # all tokens but the last -> (wildcard subscriptions matched whatever the last token
         # is, trie nodes the last token is looked up in): replies to inboxes ('_INBOX.x.7')
         # are all different subjects under a few such prefixes
-        self._frontiers: dict[str, tuple[list[Subscription], list[_Node]]] = {}
+        self._frontiers: OrderedDict[str, tuple[list[Subscription], list[_Node]]] = \
+            OrderedDict()
+        self._sole: dict[str, bool] = {}  # prefix -> only its own '>' subscription hears it
         self._rng = rng or random.Random()
 
     def _changed(self) -> None:
         self._cache.clear()
         self._frontiers.clear()
+        self._sole.clear()
 
     def add(self, sub: Subscription) -> None:
         self._changed()
@@ -103,9 +116,7 @@ class Interest:
             front = self._frontiers.get(parent)
             if front is None:
                 front = self._frontier(parent)
-                if len(self._frontiers) >= _CACHE_LIMIT:
-                    self._frontiers.clear()
-                self._frontiers[parent] = front
+                _remember(self._frontiers, parent, front)
             found.extend(front[0])
             for node in front[1]:
                 found.extend(node.rest)  # '>' takes the last token
@@ -119,9 +130,7 @@ class Interest:
             if s.queue is not None:
                 groups.setdefault(s.queue, []).append(s)
         hit = (plain, list(groups.values()))
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[subject] = hit
+        _remember(self._cache, subject, hit)
         return hit
 
     def receivers(self, subject: str) -> list[Subscription]:
@@ -139,6 +148,33 @@ class Interest:
     def has_interest(self, subject: str) -> bool:
         plain, groups = self.match(subject)
         return bool(plain or groups)
+
+    def sole_listener(self, sub: Subscription) -> bool:
+        """Whether ``sub``, a ``prefix.>`` subscription, is the only one that any subject
+        under its prefix reaches (no client listens there too): a message on such a subject
+        can go straight to it. Cached until the subscriptions change."""
+        prefix = sub.subject[:-1]  # 'a.b.>' -> 'a.b.'
+        hit = self._sole.get(prefix)
+        if hit is None:
+            hit = self._sole[prefix] = self._reached_under(prefix[:-1]) == [sub]
+        return hit
+
+    def _reached_under(self, prefix: str) -> list[Subscription]:
+        """Every subscription some subject under ``prefix`` (``prefix.x...``) reaches."""
+        found = [s for subject, subs in self._literal.items()
+                 if subject.startswith(prefix + ".") for s in subs]
+        passed, nodes = self._frontier(prefix)
+        found.extend(passed)
+        below: list[_Node] = []
+        for node in nodes:  # its subs end at the prefix itself; its '>' ones go beyond
+            found.extend(node.rest)
+            below.extend(node.children.values())
+        while below:  # whatever lies deeper: some subject under the prefix matches it
+            node = below.pop()
+            found.extend(node.subs)
+            found.extend(node.rest)
+            below.extend(node.children.values())
+        return found
 
     def _frontier(self, parent: str) -> tuple[list[Subscription], list[_Node]]:
         """Follow the tokens of ``parent`` through the trie: the '>' subscriptions passed on

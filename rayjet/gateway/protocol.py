@@ -98,10 +98,14 @@ def valid_subject(subject: str, *, wildcards: bool) -> bool:
     tokens (``>`` last) and only where ``wildcards`` (subscriptions) allows them."""
     if not subject or not subject.isprintable() or " " in subject:
         return False
-    try:
-        subject.encode()
-    except UnicodeEncodeError:
-        return False
+    if subject.isascii():
+        if "*" not in subject and ">" not in subject:  # most subjects: no token to check
+            return not (subject[0] == "." or subject[-1] == "." or ".." in subject)
+    else:
+        try:
+            subject.encode()
+        except UnicodeEncodeError:
+            return False
     toks = subject.split(".")
     for i, tok in enumerate(toks):
         if not tok:

@@ -278,6 +278,8 @@ class Gateway:
         self.server_id = "RJ" + secrets.token_hex(10).upper()
         self.bridge = bridge
         self._ids = itertools.count(1)
+        # internal '$JS.<x>.>' subscriptions: (prefix, subscription), see publish
+        self._js_internal: list[tuple[str, Subscription]] = []
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -342,6 +344,13 @@ class Gateway:
         """A message published by a client (or by the gateway itself): to every matching
         subscription, to the stream that captures it, and a no-responders status back
         when a request reached nobody."""
+        if subject.startswith("$JS."):
+            # acks and API requests: no stream captures them and, unless a client
+            # listens there too, only the bridge's own subscription hears them
+            for prefix, sub in self._js_internal:
+                if subject.startswith(prefix) and self.interest.sole_listener(sub):
+                    sub.owner.deliver(sub, subject, reply, hdr, payload)
+                    return
         delivered = self.route(subject, reply, hdr, payload, origin)
         captured = self.bridge is not None and self.bridge.capture(subject, reply, hdr,
                                                                     payload)
@@ -378,4 +387,6 @@ class Gateway:
         is called for each message."""
         sub = Subscription(handler, f"internal-{next(self._ids)}", subject)
         self.interest.add(sub)
+        if subject.startswith("$JS.") and subject.endswith(".>"):
+            self._js_internal.append((subject[:-1], sub))
         return sub

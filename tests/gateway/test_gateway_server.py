@@ -213,6 +213,43 @@ def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_na
     assert sorted(with_pulls) == list(range(1, 21)) and on_their_own == []
 
 
+def test_a_client_listening_on_ack_subjects_hears_acks_the_consumer_also_gets(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    """Acks go straight to the consumer only while no client listens under $JS.ACK (as
+    with nats-server, a subscriber there hears every ack)."""
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(20)])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        watcher = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        watch = await watcher.subscribe("$JS.>")  # hears API requests and acks
+        await watcher.flush()
+        psub = await nc.jetstream().pull_subscribe(f"{stream_name}.a", durable="W",
+                                                   stream=stream_name)
+        for m in await psub.fetch(10):
+            await m.ack_sync()  # answered once the consumer has it
+        floor_watched = js.consumer_info(stream_name, "W").ack_floor.stream_seq
+        heard = []
+        while len(heard) < 10:
+            m = await watch.next_msg(timeout=5)
+            if m.subject.startswith("$JS.ACK."):
+                heard.append(m.subject)
+        await watch.unsubscribe()
+        await watcher.flush()
+        for m in await psub.fetch(10):
+            await m.ack_sync()
+        floor_alone = js.consumer_info(stream_name, "W").ack_floor.stream_seq
+        await nc.close()
+        await watcher.close()
+        return heard, floor_watched, floor_alone
+
+    heard, floor_watched, floor_alone = asyncio.run(run())
+    assert all(s.startswith(f"$JS.ACK.{stream_name}.W.") for s in heard)
+    assert floor_watched == 10 and floor_alone == 20
+
+
 def test_acked_publishes_survive_stream_leader_kills(gateway, js, stream_name):  # noqa: F811
     """nats.py publishes with msg ids through the gateway while the R3 stream's leader is
     killed twice; a publish that fails is sent again with the same id. Every acked id is

@@ -48,3 +48,37 @@ def test_one_member_of_each_queue_group():
     interest.remove(a2)
     assert set(interest.receivers("jobs.new")) == {b, p}
     assert not interest.has_interest("jobs")
+
+
+def test_a_prefix_subscription_is_the_sole_listener_until_a_client_listens_there():
+    interest = Interest()
+    acks = Subscription("bridge", "internal-1", "$JS.ACK.>")
+    interest.add(acks)
+    elsewhere = [Subscription("c", "1", "_INBOX.x.*"), Subscription("c", "2", "$JS.API.>"),
+                 Subscription("c", "3", "*.ACK"), Subscription("c", "4", "$JS.ACK")]
+    for s in elsewhere:  # none of these hears a subject under $JS.ACK
+        interest.add(s)
+    assert interest.sole_listener(acks)
+    for subject in (">", "$JS.>", "*.ACK.>", "$JS.*.>", "$JS.ACK.*", "$JS.ACK.S.*.>",
+                    "$JS.ACK.S.C.1.2.3.4.0", "*.*.S.>"):
+        listener = Subscription("c", "9", subject, "q" if subject == ">" else None)
+        interest.add(listener)
+        assert not interest.sole_listener(acks), subject
+        interest.remove(listener)
+        assert interest.sole_listener(acks), subject
+
+
+def test_matching_stays_right_past_the_cache_limit():
+    from rayjet.gateway import interest as mod
+
+    interest = Interest()
+    inbox = Subscription("c", "1", "_INBOX.abc.*")
+    stream = Subscription("c", "2", "orders")
+    interest.add(inbox)
+    interest.add(stream)
+    for i in range(mod._CACHE_LIMIT * 2):  # every reply subject seen once
+        assert interest.receivers(f"_INBOX.abc.{i}") == [inbox]
+        assert interest.receivers("orders") == [stream]
+        assert interest.receivers(f"_INBOX.abd.{i}") == []
+    assert len(interest._cache) <= mod._CACHE_LIMIT
+    assert len(interest._frontiers) <= mod._CACHE_LIMIT

@@ -114,6 +114,30 @@ def test_subject_validity(subject, wild, ok):
     assert P.valid_subject(subject, wildcards=wild) is ok
 
 
+def _token_rule(subject: str, wildcards: bool) -> bool:
+    """The rule spelled out: printable, no space, UTF-8, no empty token, '*' and '>' only
+    as whole tokens where wildcards are allowed ('>' last)."""
+    if not subject or not subject.isprintable() or " " in subject:
+        return False
+    try:
+        subject.encode()
+    except UnicodeEncodeError:
+        return False
+    toks = subject.split(".")
+    if any(not t for t in toks):
+        return False
+    if not wildcards and any(t in ("*", ">") for t in toks):
+        return False
+    return ">" not in toks[:-1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab.*> \t\u00e9\udcff")), max_size=8),
+       st.booleans())
+def test_subject_validity_follows_the_token_rule(subject, wild):
+    assert P.valid_subject(subject, wildcards=wild) is _token_rule(subject, wild)
+
+
 def test_frames():
     assert P.msg("a", "1", None, b"hi") == b"MSG a 1 2\r\nhi\r\n"
     assert P.msg("a", "1", "r", b"") == b"MSG a 1 r 0\r\n\r\n"
