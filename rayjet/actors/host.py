@@ -348,14 +348,15 @@ class ReplicaHost:
                     on_demand: bool = False, recorded: bool = False) -> str:
         """Run replica ``name`` here (a no-op when it runs or rests here already), as a
         dedicated actor of ``kind`` would be created with ``args``/``kwargs``.
-        ``on_demand``: a new replica that rests until first used (see
-        on_demand.starts_on_demand). ``recorded``: the caller recorded where it runs."""
+        ``on_demand``: the replica may rest until first used when it never ran here (no
+        files: see on_demand.never_started). ``recorded``: the caller recorded where it
+        runs."""
         self.restore()
         if name in self._removed:
             raise NotHostedError(f"replica {name!r} was removed from host {self.name}")
         if not self._placed(name):
             spec = (kind, tuple(args), dict(kwargs))
-            if on_demand:
+            if on_demand and never_started(spec):
                 self.resting[name] = spec
                 self._arrived(name)
             else:

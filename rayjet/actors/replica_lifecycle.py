@@ -294,15 +294,18 @@ async def replica_handle(sa: StreamAssignment, rid: str) -> Any:
 def create_replica(sa: StreamAssignment, rid: str, node: str | None, data_dir: Any,
                    config: StreamConfig | None = None, *, new: bool = False) -> Any:
     """Create (or place in a host) replica ``rid``; ``new``: of a stream just made, so
-    never placed before, and a hosted one may rest until used (on_demand.starts_on_demand)."""
+    never placed before. A hosted replica that is its group's only voter may rest until
+    used (on_demand.starts_on_demand) where it has never run: a new stream's, or one placed
+    again in a new node's host after Ray restarted (the host checks for its files)."""
     cfg = config or sa.config
     voters = list(sa.bootstrap) or [r for r, _ in sa.peers]
     name = stream_actor_name(sa.group, rid)
     args = (cfg.to_dict(), sa.group, rid, voters, str(data_dir))
     kwargs = {"created_ns": sa.created_ns}
     if cfg.shared_hosting:
+        # a replica joining a group (a move) has other voters: it starts, to catch up
         return place_hosted(name, "stream", args, kwargs, node, data_dir, cfg, new=new,
-                            on_demand=new and starts_on_demand(cfg))
+                            on_demand=voters == [rid] and starts_on_demand(cfg))
     return remote_class(StreamReplicaActor).options(**actor_options(name, node, cfg)).remote(
         *args, **kwargs)
 
