@@ -14,18 +14,33 @@ import typer
 from rayjet.cli import common as c
 
 
-def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+def tls_context(cert: Path | None, key: Path | None, ca: Path | None = None,
+                prefix: str = "--") -> ssl.SSLContext | None:
+    """The gateway's TLS context from the command's flags (``prefix``: how they are
+    spelled, e.g. ``--gateway-``); a usage error when they do not go together or load."""
     from rayjet.gateway.server import tls_context as load
 
     if cert is None and key is None:
+        if ca is not None:
+            c.usage_error(f"{prefix}tls-ca (client certificates) needs {prefix}tls-cert and "
+                          f"{prefix}tls-key")
         return None
     if cert is None or key is None:
-        c.usage_error("TLS needs both --tls-cert and --tls-key")
+        c.usage_error(f"TLS needs both {prefix}tls-cert and {prefix}tls-key")
     try:
-        return load(str(cert), str(key))
+        return load(str(cert), str(key), str(ca) if ca is not None else None)
     except (OSError, ssl.SSLError) as exc:
-        c.usage_error(f"cannot load the TLS certificate and key: {exc}")
+        what = "certificate, key and CA" if ca is not None else "certificate and key"
+        c.usage_error(f"cannot load the TLS {what}: {exc}")
     return None
+
+
+def tls_paths(cert: Path | None, key: Path | None, ca: Path | None) -> dict[str, str]:
+    """The PEM paths a detached gateway loads on its node (the same files must be there)."""
+    paths = {"tls_cert": str(cert.resolve()), "tls_key": str(key.resolve())}
+    if ca is not None:
+        paths["tls_ca"] = str(ca.resolve())
+    return paths
 
 
 def gateway(
@@ -38,6 +53,9 @@ def gateway(
     password: Annotated[str | None, typer.Option(help="... with this password")] = None,
     tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve TLS")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
+    tls_ca: Annotated[Path | None, typer.Option(
+        help="PEM CA certificates: clients must present a certificate they signed "
+             "(mutual TLS)")] = None,
     max_payload: Annotated[int, typer.Option(min=1, help="largest message a client may "
                                                          "publish, bytes")] = 1024 * 1024,
     detach: Annotated[bool, typer.Option(
@@ -59,6 +77,7 @@ def gateway(
         c.usage_error("use --token or --user/--password, not both")
     if all_nodes and not (detach or stop):
         c.usage_error("--all-nodes goes with --detach or --stop")
+    tls = None if stop else tls_context(tls_cert, tls_key, tls_ca)  # checked before Ray
     js = c.connect()
     nodes = [n["node_id"] for n in js.nodes()] if all_nodes else [None]
     if stop:
@@ -78,9 +97,8 @@ def gateway(
 
         options = {"host": host, "port": port, "token": token, "user": user,
                    "password": password, "max_payload": max_payload}
-        if tls_context(tls_cert, tls_key) is not None:  # loadable here: checked early
-            # the actor loads them on its node (the same files must be there)
-            options.update(tls_cert=str(tls_cert.resolve()), tls_key=str(tls_key.resolve()))
+        if tls is not None:  # loadable here; the actor loads the files on its node
+            options.update(tls_paths(tls_cert, tls_key, tls_ca))
         urls = [start_detached(options, node)[1] for node in nodes]
         if c.wants_json():
             c.emit_json({"url": urls[0], "port": port} if not all_nodes else
@@ -90,7 +108,7 @@ def gateway(
                 print(f"rayjet gateway listening on {url} (detached)")
         return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
-                             tls=tls_context(tls_cert, tls_key), max_payload=max_payload)
+                             tls=tls, max_payload=max_payload)
     server = GatewayThread(js, options)
     try:
         server.start()

@@ -11,7 +11,7 @@ import typer
 
 from rayjet.cli import common as c
 from rayjet.cli import ray_head, report
-from rayjet.cli.gateway import tls_context
+from rayjet.cli.gateway import tls_context, tls_paths
 from rayjet.cli.streams import replicas_cell
 
 app = typer.Typer(no_args_is_help=True)
@@ -113,15 +113,19 @@ def start(
     gateway_tls_key: Annotated[Path | None, typer.Option(
         "--gateway-tls-key", help="PEM private key of --gateway-tls-cert",
         show_default=False)] = None,
+    gateway_tls_ca: Annotated[Path | None, typer.Option(
+        "--gateway-tls-ca", help="PEM CA certificates: NATS clients must present a "
+                                 "certificate they signed (mutual TLS)",
+        show_default=False)] = None,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
     gateway."""
     node_labels = parse_labels(labels)
     gateway_options: dict[str, Any] = {"host": gateway_host, "port": gateway_port,
                                        "token": gateway_token}
-    if gateway and tls_context(gateway_tls_cert, gateway_tls_key) is not None:
-        gateway_options.update(tls_cert=str(gateway_tls_cert.resolve()),
-                               tls_key=str(gateway_tls_key.resolve()))
+    if gateway and tls_context(gateway_tls_cert, gateway_tls_key, gateway_tls_ca,
+                               prefix="--gateway-") is not None:
+        gateway_options.update(tls_paths(gateway_tls_cert, gateway_tls_key, gateway_tls_ca))
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
            f"--dashboard-agent-listen-port={agent_port}",

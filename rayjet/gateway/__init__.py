@@ -16,6 +16,7 @@ _WHERE = {
     "GatewayThread": "rayjet.gateway.embedded",
     "JetStreamBridge": "rayjet.gateway.jetstream",
     "serve": "rayjet.gateway.embedded",
+    "tls_context": "rayjet.gateway.server",
 }
 
 
@@ -25,4 +26,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'rayjet.gateway' has no attribute {name!r}")
 
 
-__all__ = ["Gateway", "GatewayOptions", "GatewayThread", "JetStreamBridge", "serve"]
+__all__ = ["Gateway", "GatewayOptions", "GatewayThread", "JetStreamBridge", "serve",
+           "tls_context"]

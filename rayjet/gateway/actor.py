@@ -21,8 +21,9 @@ class GatewayActor:
 
         options = dict(options)
         cert, key = options.pop("tls_cert", None), options.pop("tls_key", None)
+        ca = options.pop("tls_ca", None)
         if cert or key:  # PEM paths on this node: the context is made here, not shipped
-            options["tls"] = tls_context(cert, key)
+            options["tls"] = tls_context(cert, key, ca)
         self.js = rayjet.connect()  # inside a Ray worker: this worker's session
         self.options = GatewayOptions(**options)
         self.server = GatewayThread(self.js, self.options)

@@ -13,7 +13,10 @@ a rayjet gateway on ``127.0.0.1:4222``. A socket that refuses, or a server that 
 rayjet gateway, means "none": the caller takes the Ray path. A gateway that serves TLS
 (``tls://`` URLs, or an INFO asking for it) is reached over TLS, its certificate checked
 against ``$RAYJET_GATEWAY_CA`` (a PEM file of CA certificates) or the system's trust store;
-one that is not trusted is an error naming that setting, as refused credentials are.
+one that is not trusted is an error naming that setting, as refused credentials are. A
+gateway that asks for client certificates (mutual TLS) gets ``$RAYJET_GATEWAY_CERT`` and
+``$RAYJET_GATEWAY_KEY``; without them, or when it refuses them, the command fails naming
+those settings rather than taking the Ray path.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ from rayjet.objectstore import bucket_stream_config as obj_stream_config
 
 GATEWAY_ENV = "RAYJET_GATEWAY"
 CA_ENV = "RAYJET_GATEWAY_CA"  # CA certificates (PEM) to check a TLS gateway's certificate
+# this command's certificate and key (PEM), for a gateway that asks for one (mutual TLS)
+CERT_ENV, KEY_ENV = "RAYJET_GATEWAY_CERT", "RAYJET_GATEWAY_KEY"
 DEFAULT_URL = "nats://127.0.0.1:4222"
 PROBE_TIMEOUT = 0.5  # seconds to reach a gateway's port before taking the Ray path
 # Something listens there: seconds for its INFO and PONG (a busy gateway answers late, and
@@ -115,7 +120,8 @@ class Requester:
                 raise NoGateway("not a rayjet gateway")
             if info.get("tls_required") or parts.scheme == "tls":
                 # as NATS clients do: the handshake follows the plain-text INFO
-                self.sock = _tls(self.sock, parts.hostname or "127.0.0.1", url)
+                self.sock = _tls(self.sock, parts.hostname or "127.0.0.1", url,
+                                 bool(info.get("tls_verify")))
             self.max_payload = int(info.get("max_payload") or 1024 * 1024)
             connect: dict[str, Any] = {"verbose": False, "pedantic": False, "headers": True,
                                        "no_responders": True, "protocol": 1,
@@ -129,7 +135,13 @@ class Requester:
             self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n"
                               + f"SUB {self.inbox}.* 1\r\n".encode())
             while True:
-                line = self._line()
+                try:
+                    line = self._line()
+                except ServiceUnavailableError:
+                    if isinstance(self.sock, ssl.SSLSocket):  # no PONG: it ended the session
+                        raise ssl.SSLError("closed before answering (a client certificate it "
+                                           "does not accept?)") from None
+                    raise
                 if line == b"PONG":
                     break
                 if line.startswith(b"-ERR"):
@@ -138,6 +150,13 @@ class Requester:
                         f"the gateway at {url} refused the connection: {line[5:].decode()}",
                         hint=f"set {GATEWAY_ENV}=nats://token@host:port (or user:pass@), "
                              f"or {GATEWAY_ENV}=off for the Ray path")
+        except ssl.SSLError as exc:  # after the handshake: it refused our certificate
+            self.sock.close()
+            why = getattr(exc, "reason", None) or exc.args[-1]
+            raise ServiceUnavailableError(
+                f"the gateway at {url} ended the TLS session: {why}",
+                hint=f"{CERT_ENV}/{KEY_ENV}: a client certificate its CA signed, or "
+                     f"{GATEWAY_ENV}=off for the Ray path") from None
         except (OSError, ValueError) as exc:
             self.sock.close()
             raise NoGateway(str(exc)) from None
@@ -269,14 +288,28 @@ class Requester:
             pass
 
 
-def _tls(sock: socket.socket, host: str, url: str) -> ssl.SSLSocket:
-    """``sock`` after a TLS handshake that checked the gateway's certificate for ``host``."""
+def _tls(sock: socket.socket, host: str, url: str, wants_cert: bool = False
+         ) -> ssl.SSLSocket:
+    """``sock`` after a TLS handshake that checked the gateway's certificate for ``host``
+    and, when it asks for one (``wants_cert``) or one is set, gave it ours."""
     cafile = os.environ.get(CA_ENV, "").strip() or None
     try:
         context = ssl.create_default_context(cafile=cafile)
     except (OSError, ssl.SSLError) as exc:
         raise BadRequestError(f"{CA_ENV}={cafile}: no CA certificates could be read from "
                               f"it ({exc})") from None
+    cert, key = (os.environ.get(e, "").strip() or None for e in (CERT_ENV, KEY_ENV))
+    if cert or key:
+        try:
+            context.load_cert_chain(cert or "", key)
+        except (OSError, ssl.SSLError) as exc:
+            raise BadRequestError(f"{CERT_ENV}={cert}, {KEY_ENV}={key}: no certificate and "
+                                  f"key could be read ({exc})") from None
+    elif wants_cert:
+        raise ServiceUnavailableError(
+            f"the gateway at {url} asks for a client certificate (mutual TLS)",
+            hint=f"set {CERT_ENV}=client.pem and {KEY_ENV}=client-key.pem (signed by the "
+                 f"gateway's --tls-ca), or {GATEWAY_ENV}=off for the Ray path")
     sock.settimeout(TLS_HANDSHAKE_TIMEOUT)
     try:
         return context.wrap_socket(sock, server_hostname=host)

@@ -30,11 +30,15 @@ NO_RESPONDERS = P.status_header(503)
 TLS_HANDSHAKE_TIMEOUT = 5.0
 
 
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
+def tls_context(cert: str, key: str, ca: str | None = None) -> ssl.SSLContext:
     """A server-side TLS context from PEM files (OSError or ssl.SSLError when they cannot be
-    loaded)."""
+    loaded). ``ca``: mutual TLS, as nats-server's ``verify``: every client must present a
+    certificate these CA certificates signed, or its handshake fails."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(str(cert), str(key))
+    if ca:
+        ctx.load_verify_locations(cafile=str(ca))
+        ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
@@ -299,6 +303,8 @@ class Gateway:
         if opts.tls is not None:
             fields["tls_required"] = True
             fields["tls_available"] = True
+            if opts.tls.verify_mode == ssl.CERT_REQUIRED:
+                fields["tls_verify"] = True  # clients must present a certificate
         return fields
 
     @property

@@ -401,3 +401,32 @@ def test_detached_gateway_serves_tls(sh, tmp_path):
     bad = sh("gateway", "--detach", "--port", port, "--tls-cert", key, "--tls-key", key,
              code=2)
     assert "cannot load the TLS certificate" in bad.stderr
+
+
+def test_detached_gateway_with_client_certificates(sh, tmp_path):
+    """Mutual TLS (--tls-ca): the CLI presents $RAYJET_GATEWAY_CERT/KEY; without them it
+    says so rather than taking the Ray path."""
+    from tests.gateway.test_gateway_tls import _key_and_cert, _write
+
+    ca = _key_and_cert("rayjet test CA", ca=True)
+    ca_pem = _write(tmp_path, "ca", *ca)[0]
+    server_cert, server_key = _write(tmp_path, "server", *_key_and_cert("localhost", ca))
+    client_cert, client_key = _write(tmp_path, "client", *_key_and_cert("cli", ca))
+    port = free_port()
+    alone = sh("gateway", "--port", port, "--tls-ca", ca_pem, code=2)
+    assert "--tls-ca (client certificates) needs --tls-cert and --tls-key" in alone.stderr
+    sh.json("gateway", "--detach", "--port", port, "--tls-cert", server_cert,
+            "--tls-key", server_key, "--tls-ca", ca_pem)
+    try:
+        no_ray = {**sh.env, "RAY_ADDRESS": f"127.0.0.1:{free_port()}",
+                  "RAYJET_GATEWAY": f"tls://localhost:{port}", "RAYJET_GATEWAY_CA": str(ca_pem)}
+        err = sh("stream", "ls", code=1, env=no_ray).stderr
+        assert "client certificate" in err and "RAYJET_GATEWAY_CERT" in err
+        with_cert = {**no_ray, "RAYJET_GATEWAY_CERT": str(client_cert),
+                     "RAYJET_GATEWAY_KEY": str(client_key)}
+        sh("stream", "add", "MTLS", "--subjects", "mtls.*", "--defaults", env=with_cert)
+        assert sh.json("pub", "mtls.a", "hi", env=with_cert)["acks"][0]["seq"] == 1
+        assert sh.json("stream", "info", "MTLS", env=with_cert)["state"]["messages"] == 1
+        sh("stream", "rm", "MTLS", "-f", env=with_cert)
+    finally:
+        sh("gateway", "--stop", "--port", port)

@@ -81,3 +81,122 @@ def test_core_only_gateway_reports_no_jetstream(verbose):
 
     info = asyncio.run(run())
     assert info["jetstream"] is False and info["headers"] is True
+
+
+def _key_and_cert(name: str, issuer=None, ca: bool = False):
+    """A key and a certificate for ``name``, signed by ``issuer`` ((key, cert)) or itself."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    sign_key, issuer_name = (issuer[0], issuer[1].subject) if issuer else (key, subject)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=1))
+               .not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if not ca:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
+                                        critical=False)
+    return key, builder.sign(sign_key, hashes.SHA256())
+
+
+def _write(tmp_path, stem: str, key, cert):
+    cert_path, key_path = tmp_path / f"{stem}.pem", tmp_path / f"{stem}-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.fixture
+def pki(tmp_path):
+    """A CA, the gateway's certificate and a client's (both signed by it), and a client
+    certificate of another CA."""
+    ca = _key_and_cert("rayjet test CA", ca=True)
+    other_ca = _key_and_cert("another CA", ca=True)
+    paths = {"ca": _write(tmp_path, "ca", *ca)[0],
+             "server": _write(tmp_path, "server", *_key_and_cert("localhost", ca)),
+             "client": _write(tmp_path, "client", *_key_and_cert("app", ca)),
+             "stranger": _write(tmp_path, "stranger", *_key_and_cert("app", other_ca))}
+    return paths
+
+
+def test_mutual_tls_admits_clients_with_a_certificate_the_ca_signed(pki):
+    from rayjet.gateway import tls_context
+
+    server_ctx = tls_context(*pki["server"], ca=pki["ca"])
+
+    def client_ctx(which):
+        ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+        if which:
+            ctx.load_cert_chain(*pki[which])
+        return ctx
+
+    async def attempt(port, which):
+        try:
+            nc = await nats.connect(f"tls://localhost:{port}", tls=client_ctx(which),
+                                    allow_reconnect=False, connect_timeout=3)
+        except Exception as exc:  # noqa: BLE001 - refused: how nats.py reports it varies
+            return type(exc).__name__
+        sub = await nc.subscribe("m.*")
+        await nc.publish("m.tls", b"mutual")
+        msg = await sub.next_msg(timeout=5)
+        info = nc._server_info
+        await nc.close()
+        return msg.data, info.get("tls_verify")
+
+    async def run():
+        gw = Gateway(GatewayOptions(port=0, tls=server_ctx))
+        await gw.start()
+        try:
+            return {w: await attempt(gw.port, w) for w in ("client", None, "stranger")}
+        finally:
+            await gw.stop()
+
+    got = asyncio.run(run())
+    assert got["client"] == (b"mutual", True)
+    assert isinstance(got[None], str) and isinstance(got["stranger"], str)
+
+
+def test_the_cli_client_presents_its_certificate_or_says_which_one_it_needs(pki, monkeypatch):
+    from rayjet.errors import ServiceUnavailableError
+    from rayjet.gateway import remote, tls_context
+
+    async def serve(started, stop):
+        gw = Gateway(GatewayOptions(port=0, tls=tls_context(*pki["server"], ca=pki["ca"])))
+        await gw.start()
+        started.append(gw.port)
+        await stop.wait()
+        await gw.stop()
+
+    import threading
+
+    loop = asyncio.new_event_loop()
+    started: list[int] = []
+    stop = asyncio.Event()
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(started, stop),))
+    thread.start()
+    try:
+        while not started:
+            assert thread.is_alive()
+            thread.join(0.01)
+        url = f"tls://localhost:{started[0]}"
+        monkeypatch.setenv(remote.CA_ENV, str(pki["ca"]))
+        monkeypatch.delenv(remote.CERT_ENV, raising=False)
+        monkeypatch.delenv(remote.KEY_ENV, raising=False)
+        with pytest.raises(ServiceUnavailableError, match="client certificate") as none:
+            remote.Requester(url, timeout=5)
+        assert remote.CERT_ENV in none.value.hint
+        monkeypatch.setenv(remote.CERT_ENV, str(pki["stranger"][0]))
+        monkeypatch.setenv(remote.KEY_ENV, str(pki["stranger"][1]))
+        with pytest.raises(ServiceUnavailableError) as refused:
+            remote.Requester(url, timeout=5)
+        assert remote.CERT_ENV in refused.value.hint
+        monkeypatch.setenv(remote.CERT_ENV, str(pki["client"][0]))
+        monkeypatch.setenv(remote.KEY_ENV, str(pki["client"][1]))
+        requester = remote.Requester(url, timeout=5)
+        requester.close()
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
