@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -19,6 +17,7 @@ import pytest
 import ray
 
 from rayjet import AckPolicy, RetentionPolicy, StorageType
+from tests.cluster.restart_phases import run_phases
 from tests.cluster.test_faults import leader_id, replica_handles
 from tests.replicas import consumer_replicas, kill, pid, process_of
 
@@ -284,17 +283,7 @@ RESTART_SCRIPT = textwrap.dedent("""
 def test_acks_reach_the_stream_across_a_full_restart(tmp_path):
     """Work-queue and interest streams whose acks removed messages: after Ray restarts on
     the same data dir, each holds exactly the unacked ones."""
-    script = tmp_path / "phase.py"
-    script.write_text(RESTART_SCRIPT)
-    data_dir = tmp_path / "data"
-    env = {**os.environ, "PYTHONPATH": ":".join(sys.path)}
-    env.pop("RAY_ADDRESS", None)
-    out = ""
-    for phase in ("ack", "check"):
-        proc = subprocess.run([sys.executable, str(script), str(data_dir), phase],
-                              capture_output=True, text=True, timeout=300, env=env)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-        out += proc.stdout
+    out = run_phases(tmp_path, RESTART_SCRIPT, ("ack", "check"))
     assert "RECONCILED JOBS_WQ" in out and "RECONCILED JOBS_INT" in out
 
 

@@ -4,10 +4,9 @@ files) rests there, while a used one starts with its messages."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
+
+from tests.cluster.restart_phases import run_phases
 
 PHASES = textwrap.dedent("""
     import sys, ray, rayjet
@@ -41,17 +40,7 @@ PHASES = textwrap.dedent("""
 
 
 def test_a_resting_stream_stays_at_rest_across_a_full_restart(tmp_path):
-    script = tmp_path / "phase.py"
-    script.write_text(PHASES)
-    data_dir = tmp_path / "data"
-    env = {**os.environ, "PYTHONPATH": ":".join(sys.path)}
-    env.pop("RAY_ADDRESS", None)
-    out = ""
-    for phase in ("make", "check"):
-        proc = subprocess.run([sys.executable, str(script), str(data_dir), phase],
-                              capture_output=True, text=True, timeout=300, env=env)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-        out += proc.stdout
+    out = run_phases(tmp_path, PHASES, ("make", "check"))
     lines = [ln for ln in out.splitlines() if ln.startswith(("MADE", "AFTER", "USED NOW"))]
     assert lines == ["MADE False True",
                      "AFTER 0 5 0 5 False True",  # placed again: the unused one rests
