@@ -57,17 +57,25 @@ class Interest:
         self._sole: dict[str, bool] = {}  # prefix -> only its own '>' subscription hears it
         self._rng = rng or random.Random()
 
-    def _changed(self) -> None:
+    def _changed(self, literal: str | None = None) -> None:
+        """Forget what the change of a subscription (a ``literal`` subject's, or a wildcard
+        one's) may have made wrong: a literal one leaves the trie, and every prefix it is
+        not under, as they were."""
         self._cache.clear()
-        self._frontiers.clear()
-        self._sole.clear()
+        if literal is None:
+            self._frontiers.clear()
+            self._sole.clear()
+        elif self._sole:
+            for prefix in [p for p in self._sole if literal.startswith(p)]:
+                del self._sole[prefix]
 
     def add(self, sub: Subscription) -> None:
-        self._changed()
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
+            self._changed(sub.subject)
             self._literal[sub.subject].append(sub)
             return
+        self._changed()
         self._wildcards += 1
         node = self._root
         for tok in toks[:-1]:
@@ -78,15 +86,16 @@ class Interest:
             node.children.setdefault(toks[-1], _Node()).subs.append(sub)
 
     def remove(self, sub: Subscription) -> None:
-        self._changed()
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
+            self._changed(sub.subject)
             subs = self._literal.get(sub.subject)
             if subs and sub in subs:
                 subs.remove(sub)
                 if not subs:
                     del self._literal[sub.subject]
             return
+        self._changed()
         path = [self._root]
         for tok in toks[:-1]:
             node = path[-1].children.get(tok)
