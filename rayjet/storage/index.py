@@ -425,18 +425,21 @@ class Index:
         size = np.frombuffer(self.size, np.uint32)
         sid = np.frombuffer(self.sid, np.uint32) if ids is not None else None
         found: list[np.ndarray] = []
-        count, window = 0, max(4 * limit, 1 << 16)
+        # a small first window (a pull of a few messages near its stream's end is the
+        # common read), growing while the matches are sparse
+        count, window = 0, max(4 * limit, 1024)
         lo = start - self.base
         hi_all = end - self.base + 1
         while lo < hi_all and count < limit:
             hi = min(lo + window, hi_all)
             live = size[lo:hi] != 0
             if ids is not None:
-                live &= np.isin(sid[lo:hi], ids)
+                live &= _member(sid[lo:hi], ids)
             got = np.flatnonzero(live)[:limit - count] + lo
             found.append(got)
             count += len(got)
             lo = hi
+            window = min(window * 8, 1 << 20)
         seqs = np.concatenate(found) if found else np.zeros(0, np.int64)
         if len(seqs) > 1:
             fits = int(np.searchsorted(np.cumsum(size[seqs], dtype=np.int64), max_bytes,
@@ -510,8 +513,11 @@ class Index:
         if not last_per_subject and (not filter_ or filter_ == FWC):
             if start <= self.first:
                 return self.msgs
-            lo = self.first - self.base
-            return self.msgs - (start - self.first) + self.size[lo:start - self.base].count(0)
+            if self.msgs == self.last - self.first + 1:  # no gaps: nothing to count
+                return self.last - start + 1
+            # counted in C without a copy: a consumer asks this on every pull
+            live = np.frombuffer(self.size, np.uint32)[start - self.base:self.last - self.base + 1]
+            return int(np.count_nonzero(live))
         total = 0
         for ss in self.matching(filter_):
             if last_per_subject:
@@ -546,5 +552,16 @@ class Index:
         edges = np.flatnonzero(np.diff(dead))
         return [(lo + int(a), lo + int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
 
+
+
+def _member(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Which ``values`` are among ``ids``: comparisons for a few ids (one filter subject is
+    the common case), a sort-based ``isin`` for many."""
+    if len(ids) <= 4:
+        out = values == ids[0]
+        for i in ids[1:]:
+            out |= values == i
+        return out
+    return np.isin(values, ids)
 
 __all__ = ["Index", "SubjectSeqs"]
