@@ -14,8 +14,14 @@ import pyarrow as pa
 from rayjet.api import PubAck
 from rayjet.api import headers as H
 from rayjet.client import column_publish as CP
-from rayjet.errors import APIError, BadRequestError, NotFoundError, TimeoutError
-from rayjet.subjects import validate_stored_subject, validate_subject
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    NotFoundError,
+    SubjectNotCapturedError,
+    TimeoutError,
+)
+from rayjet.subjects import matches_any, validate_stored_subject, validate_subject
 
 MAX_CALL_MSGS = 10_000  # messages per actor call
 # a call of at least this many messages crosses as Arrow columns (admitted in bulk)
@@ -24,6 +30,7 @@ COLUMNS_FROM = 64
 # (a killed leader otherwise holds the call until Ray notices, 1-2 s)
 ATTEMPT_TIMEOUT = 0.5
 _SUBJECT_CACHE = 10_000
+_KNOWN_STREAMS = 4_096  # streams whose subject filters route new subjects without a lookup
 
 
 def _payload(data: Any) -> bytes:
@@ -47,28 +54,46 @@ class PublishAPI:
 
     def _init_publish(self) -> None:
         self._subject_streams: OrderedDict[str, str] = OrderedDict()
+        # the subject filters of the streams looked up so far: a new subject (a KV key, an
+        # order id) that one of them captures needs no catalogue call (streams never
+        # overlap, so the first match is the only one)
+        self._stream_filters: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._async: AsyncPublisher | None = None
         self._async_lock = threading.Lock()
 
     def _stream_for(self, subject: str) -> str:
         name = self._subject_streams.get(subject)
         if name is None:
-            found = self._meta_call("lookup_subject", subject)
-            if found is None:
-                raise NotFoundError(f"no stream captures subject {subject!r}: add a stream "
-                                    "whose subjects match it", spec="STREAM_NOT_FOUND")
-            name = found["config"]["name"]
+            name = self._known_capture(subject)
+            if name is None:
+                found = self._meta_call("lookup_subject", subject)
+                if found is None:
+                    raise NotFoundError(f"no stream captures subject {subject!r}: add a "
+                                        "stream whose subjects match it",
+                                        spec="STREAM_NOT_FOUND")
+                name = found["config"]["name"]
+                self._stream_filters[name] = tuple(found["config"].get("subjects") or ())
+                if len(self._stream_filters) > _KNOWN_STREAMS:
+                    self._stream_filters.popitem(last=False)
             self._subject_streams[subject] = name
             if len(self._subject_streams) > _SUBJECT_CACHE:
                 self._subject_streams.popitem(last=False)
         return name
 
+    def _known_capture(self, subject: str) -> str | None:
+        for name, filters in self._stream_filters.items():
+            if matches_any(subject, filters):
+                return name
+        return None
+
     def _forget_subjects(self, stream: str) -> None:
         """Drop the cached subject routes to ``stream`` (deleted, or its subjects changed)."""
         for subject in [k for k, v in self._subject_streams.items() if v == stream]:
             del self._subject_streams[subject]
+        self._stream_filters.pop(stream, None)
 
-    def _send(self, stream: str, msgs: list[tuple], timeout: float) -> list[Any]:
+    def _send(self, stream: str, msgs: list[tuple], timeout: float,
+              rerouted: bool = False) -> list[Any]:
         # a retry after an unknown outcome is safe only when every message has a msg id
         safe = all(h and H.MSG_ID in h for _, _, h in msgs)
         try:
@@ -76,20 +101,40 @@ class PublishAPI:
                 table = CP.messages_table(msgs)
                 acks = CP.PubAcks(len(msgs))
                 acks.take(stream, 0, self._send_columns(stream, table, timeout, safe))
-                return list(acks)
-            answers = self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
-                                        retry_unknown=safe,
-                                        attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
+                answers = list(acks)
+            else:
+                answers = self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
+                                            retry_unknown=safe,
+                                            attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
         except NotFoundError:
             # the stream went away (deleted, perhaps by another client): its subjects may
             # belong to a new stream now, and the stream that is gone stored nothing
             self._subject_streams.clear()
+            self._stream_filters.clear()
             now = {self._stream_for(subject) for subject, _, _ in msgs}
             if len(now) != 1 or stream in now:
                 raise
             return self._send(now.pop(), msgs, timeout)
         stored = PubAck.stored
-        return [stored(stream, a) if type(a) is int else a for a in answers]
+        answers = [stored(stream, a) if type(a) is int else a for a in answers]
+        stale = [i for i, a in enumerate(answers) if isinstance(a, SubjectNotCapturedError)]
+        if stale and not rerouted:
+            self._reroute(stream, msgs, answers, stale, timeout)
+        return answers
+
+    def _reroute(self, stream: str, msgs: list[tuple], answers: list[Any], stale: list[int],
+                 timeout: float) -> None:
+        """``stream`` no longer captures the subjects of ``stale`` (its subjects changed
+        since this client learnt them): forget its routes, look those subjects up again and
+        send them where they belong now, once. A subject nobody captures keeps its error."""
+        self._forget_subjects(stream)
+        for i in stale:
+            try:
+                other = self._stream_for(msgs[i][0])
+            except APIError:
+                continue
+            if other != stream:
+                (answers[i],) = self._send(other, [msgs[i]], timeout, rerouted=True)
 
     def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
                 stream: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
@@ -176,6 +221,9 @@ class PublishAPI:
                     acks.refuse(a, b - a, err)
                     continue
                 acks.take(names[stream], a, answer)
+        if any(isinstance(e, SubjectNotCapturedError) for e in acks.errors.values()):
+            for name in names:  # stale routes: the next publish looks those subjects up
+                self._forget_subjects(name)
         return acks
 
     def _send_columns(self, stream: str, part: Any, timeout: float, safe: bool

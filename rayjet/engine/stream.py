@@ -59,11 +59,11 @@ from rayjet.errors import (
     APIError,
     DuplicateInProcessError,
     ExpectedStreamMismatchError,
-    InvalidSubjectError,
     MessageTooBigError,
     NotFoundError,
     NotLeaderError,
     StreamSealedError,
+    SubjectNotCapturedError,
     WrongLastMsgIdError,
     WrongLastSequenceError,
     error_for,
@@ -226,7 +226,7 @@ class StreamEngine(ColumnarPublish):
         # the client refuses wildcard tokens unless told to store them (see publish_batch)
         validate_stored_subject(subject)
         if not matches_any(subject, self._subjects):
-            raise InvalidSubjectError(
+            raise SubjectNotCapturedError(
                 f"subject {subject!r} is not captured by stream {self.name!r} "
                 f"(subjects: {', '.join(self._subjects)})")
         out = subject

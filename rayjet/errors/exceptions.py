@@ -129,6 +129,11 @@ class InvalidSubjectError(BadRequestError):
     spec_name = "BAD_SUBJECT"
 
 
+class SubjectNotCapturedError(InvalidSubjectError):
+    """A stream was handed a subject none of its subjects capture: the sender's route to it
+    is stale (its subjects changed), and it should look the subject up again."""
+
+
 class SubjectsOverlapError(BadRequestError):
     spec_name = "STREAM_SUBJECT_OVERLAP"
 
