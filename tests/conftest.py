@@ -21,7 +21,9 @@ def ray_session(tmp_path_factory):
     if not ray.is_initialized():
         # "local": a Ray of our own, even when `ray start` left a cluster running here.
         # Ray's metrics agent runs on the node without the dashboard (tests/metrics).
+        from rayjet.client.ray_join import RAY_SYSTEM_CONFIG
+
         ray.init(address="local", num_cpus=2, namespace="rayjet", log_to_driver=False,
-                 include_dashboard=False)
+                 include_dashboard=False, _system_config=RAY_SYSTEM_CONFIG)
     yield ray
     ray.shutdown()

@@ -1,5 +1,6 @@
 """``rayjet server start|stop|status``: the Ray head with rayjet's meta group, and health."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -126,11 +127,13 @@ def start(
     if gateway and tls_context(gateway_tls_cert, gateway_tls_key, gateway_tls_ca,
                                prefix="--gateway-") is not None:
         gateway_options.update(tls_paths(gateway_tls_cert, gateway_tls_key, gateway_tls_ca))
+    from rayjet.client.ray_join import RAY_SYSTEM_CONFIG
+
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
            f"--dashboard-agent-listen-port={agent_port}",
            f"--include-dashboard={str(dashboard).lower()}", f"--dashboard-port={dashboard_port}",
-           "--disable-usage-stats"]
+           "--disable-usage-stats", "--system-config=" + json.dumps(RAY_SYSTEM_CONFIG)]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
     if node_labels:

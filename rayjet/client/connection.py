@@ -19,7 +19,7 @@ from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
 from rayjet.client.publish import PublishAPI
-from rayjet.client.ray_join import TOKEN_HINT, join_address, prepare_join
+from rayjet.client.ray_join import RAY_SYSTEM_CONFIG, TOKEN_HINT, join_address, prepare_join
 from rayjet.client.streams import StreamsAPI
 from rayjet.errors import AuthorizationError, BadRequestError, ServiceUnavailableError
 
@@ -167,6 +167,9 @@ def connect(
         target = join_address(address)
         if target is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
+        if target is None:  # a cluster joined keeps the settings its head started with
+            kwargs["_system_config"] = {**RAY_SYSTEM_CONFIG,
+                                        **kwargs.get("_system_config", {})}
         if target is not None:
             target = prepare_join(target, timeout)
         try:

@@ -19,6 +19,12 @@ AUTH_MODE_ENV = "RAY_AUTH_MODE"
 TOKEN_ENV = "RAY_AUTH_TOKEN"
 TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 
+# Settings of a Ray that rayjet starts (a local one, `rayjet server start`'s head): a call
+# argument or result up to this size crosses inline in the call instead of through the
+# shared-memory object store, so a NATS message (1 MB max_payload) or an object-store chunk
+# (128 KB) skips a put and a get on its way to the stream (a 128 KB publish: 4.4 -> 2.5 ms)
+RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 << 20}
+
 NO_CLUSTER_HINT = ("start one with `rayjet server start` (or `ray start --head`), or point "
                    "--address / RAY_ADDRESS at a running cluster")
 TOKEN_HINT = ("copy the head's ~/.ray/auth_token to this machine (or set RAY_AUTH_TOKEN / "
