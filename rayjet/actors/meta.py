@@ -40,8 +40,8 @@ from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, err
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
-from rayjet.raft import Message
-from rayjet.replication import FileLogStorage, GroupOptions, ReplicaGroup
+from rayjet.raft import Message, Role
+from rayjet.replication import FileLogStorage, GroupOptions, Output, ReplicaGroup
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,9 @@ class MetaMember:
         send = PeerSender(meta_actor_name)
         self.host = RaftHost(group, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
+        self.host.on_output.append(self._on_output)
         self._reconciler: asyncio.Task | None = None
+        self._pool_started = False
         self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
         self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
@@ -130,6 +132,21 @@ class MetaMember:
             self.host.start(lead_at_once=self.members[0] == self.id)
             self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
+
+    def _on_output(self, out: Output) -> None:
+        if out.role == Role.LEADER and not self._pool_started:
+            # the leader's node gets its replica hosts at once (the first streams and buckets
+            # of a new server land there)
+            self._pool_started = True
+            task = asyncio.get_running_loop().create_task(self._start_host_pool())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _start_host_pool(self) -> None:
+        try:
+            await asyncio.to_thread(lifecycle.start_host_pool, str(self.data_dir))
+        except Exception as err:  # noqa: BLE001 - the hosts then start when first used
+            log.info("meta %s: starting the replica hosts failed: %r", self.id, err)
 
     async def ping(self) -> str:
         self._ensure_started()

@@ -378,12 +378,28 @@ def host_on(node: str | None, key: str, data_dir: Any,
     else:
         name = host_actor_name(node, host_index(key, hosts_per_node()))
     # asked each time (not cached): a host killed for good is created again here
-    handle = remote_class(ReplicaHost).options(
+    return name, _host_actor(name, node, data_dir)
+
+
+def _host_actor(name: str, node: str, data_dir: Any) -> Any:
+    """Host actor ``name`` on ``node``, created when it does not exist."""
+    return remote_class(ReplicaHost).options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
     ).remote(name, str(data_dir))
-    return name, handle
+
+
+def start_host_pool(data_dir: Any, node: str | None = None) -> list[str]:
+    """Create ``node``'s (default: this process's node) pool of hosts now, not waited
+    for: a host is a process that takes about a second to start, which the first replica
+    placed in it would otherwise wait for (the first publishes to a new server's streams,
+    KV buckets and object stores). Blocking (control-store calls); the hosts' names."""
+    node = node or ray.get_runtime_context().get_node_id()
+    names = [host_actor_name(node, i) for i in range(hosts_per_node())]
+    for name in names:
+        _host_actor(name, node, data_dir)
+    return names
 
 
 def place_hosted(name: str, kind: str, args: tuple, kwargs: dict, node: str | None,
