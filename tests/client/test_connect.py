@@ -1,8 +1,3 @@
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 import rayjet
@@ -42,27 +37,3 @@ def test_connect_refuses_a_bad_timeout(timeout):
     with pytest.raises(BadRequestError, match="timeout"):
         rayjet.connect(timeout=timeout)
 
-
-def test_a_ray_that_connect_starts_carries_messages_up_to_2mb_in_the_call(tmp_path):
-    """A call's result (or argument) of up to 2 MB, a NATS message or an object chunk,
-    crosses in the call itself: a 500 KB result leaves no copy in the shared-memory object
-    store; a 3 MB one goes there."""
-    code = textwrap.dedent("""
-        import sys
-        import ray
-        import rayjet
-        js = rayjet.connect(data_dir=sys.argv[1], hosting="dedicated")
-        @ray.remote
-        def make(n):
-            return b"x" * n
-        refs = [make.remote(500_000), make.remote(3_000_000)]
-        ray.get(refs)
-        where = ray.experimental.get_object_locations(refs)
-        print([bool(where[r]["node_ids"]) for r in refs])
-        js.close()
-    """)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                          text=True, timeout=180, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[False, True]"
