@@ -11,6 +11,7 @@ from typing import Any
 
 from rayjet import errors
 from rayjet.api import (
+    AccountLimits,
     AckPolicy,
     ClusterInfo,
     ConsumerConfig,
@@ -69,6 +70,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AccountLimits",
     "AckPolicy",
     "ClusterInfo",
     "ConsumerConfig",

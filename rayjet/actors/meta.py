@@ -34,6 +34,7 @@ from rayjet.actors.raft_host import (
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
+from rayjet.api.account import AccountLimits
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
@@ -366,6 +367,18 @@ class MetaMember:
                 continue
             out.append(assignment_dict(sa))
         return out
+
+    # -- the account ------------------------------------------------------------------------
+    async def set_limits(self, limits: dict[str, Any]) -> dict[str, Any]:
+        """Make ``limits`` (AccountLimits JSON) the account's JetStream limits."""
+        self._require_leader()
+        applied = await self._commit(self.catalogue.prepare_set_limits(
+            AccountLimits.from_dict(limits)))
+        return applied.to_dict()
+
+    async def limits(self) -> dict[str, Any]:
+        await self._read()
+        return self.catalogue.limits.to_dict()
 
     async def lookup_subject(self, subject: str) -> dict[str, Any] | None:
         await self._read()

@@ -5,6 +5,7 @@ Every type is a frozen dataclass with ``from_dict``/``to_dict`` speaking NATS JS
 timestamps aware datetimes. ``validate_*`` apply nats-server's create/update rules.
 """
 
+from rayjet.api.account import AccountLimits
 from rayjet.api.base import FrozenDict, Wire
 from rayjet.api.consumer import ConsumerConfig, consumer_defaults
 from rayjet.api.duration import (
@@ -78,6 +79,7 @@ SubjectTransform = SubjectTransformConfig
 __all__ = [
     "CONSUMER_EDITABLE",
     "STREAM_EDITABLE",
+    "AccountLimits",
     "AckPolicy",
     "ClusterInfo",
     "ConsumerConfig",

@@ -10,7 +10,8 @@ from typing import Any
 
 from rayjet.actors.host import stream_infos_by_host
 from rayjet.actors.router import GroupRouter, stream_router
-from rayjet.api import RawStreamMsg, StreamConfig, StreamInfo
+from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
+from rayjet.api.account import AccountLimits
 from rayjet.api.stream import DEDICATED_HOSTING, SHARED_HOSTING
 from rayjet.errors import (
     APIError,
@@ -244,6 +245,41 @@ class StreamsAPI:
         infos = stream_infos_by_host(list(leaders), known)
         return {leaders[replica]: _stream_info(info, assignments[leaders[replica]])
                 for replica, info in infos.items()}
+
+    # -- the account ------------------------------------------------------------------------
+    def account_limits(self) -> AccountLimits:
+        """The account's JetStream limits (``AccountLimits``; -1: none)."""
+        return AccountLimits.from_dict(self._meta_call("limits"))
+
+    def set_account_limits(self, limits: AccountLimits | None = None,
+                           **params: Any) -> AccountLimits:
+        """Set the account's JetStream limits, as nats-server's account ``jetstream`` block
+        does: ``limits``, or fields of AccountLimits (``max_streams=10``...). They apply to
+        what is created or changed from then on; ``AccountLimits()`` lifts them."""
+        if limits is None:
+            limits = AccountLimits(**params)
+        elif params:
+            limits = dataclasses.replace(limits, **params)
+        if not isinstance(limits, AccountLimits):
+            raise BadRequestError(f"limits must be an AccountLimits, not {limits!r}")
+        return AccountLimits.from_dict(self._meta_call("set_limits", limits.to_dict()))
+
+    def account_info(self) -> dict[str, Any]:
+        """What the account uses and may use: ``memory`` and ``storage`` (bytes of the
+        streams of each storage type), ``reserved_memory`` and ``reserved_storage`` (their
+        ``max_bytes`` times replicas, where set), ``streams``, ``consumers`` and
+        ``limits``."""
+        used = {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0}
+        consumers = 0
+        infos = self.streams_info()
+        for info in infos:
+            kind = "memory" if info.config.storage == StorageType.MEMORY else "storage"
+            used[kind] += info.state.bytes
+            if info.config.max_bytes > 0:  # what the account limits count against it
+                used["reserved_" + kind] += info.config.max_bytes * info.config.num_replicas
+            consumers += info.state.consumer_count
+        return {**used, "streams": len(infos), "consumers": consumers,
+                "limits": self.account_limits()}
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]

@@ -110,6 +110,18 @@ ERRORS: dict[str, ErrorSpec] = _rows(
       "missing sequence for expected last sequence per subject",
       "give Nats-Expected-Last-Subject-Sequence a sequence number"),
     E("MAX_STREAMS", 400, 10027, "maximum number of streams reached", "delete unused streams"),
+    E("STREAM_MAX_BYTES_REQUIRED", 400, 10113,
+      "account requires a stream config to have max bytes set",
+      "set the stream's max_bytes (the account's limits require it)"),
+    E("STREAM_MAX_STREAM_BYTES_EXCEEDED", 400, 10122,
+      "stream max bytes exceeds account limit max stream bytes",
+      "lower max_bytes to the account's per-stream limit for its storage type"),
+    E("MEMORY_RESOURCES_EXCEEDED", 500, 10028, "insufficient memory resources available",
+      "lower max_bytes or replicas, or delete memory streams: the account's max_memory is "
+      "reserved by the others"),
+    E("STORAGE_RESOURCES_EXCEEDED", 500, 10047, "insufficient storage resources available",
+      "lower max_bytes or replicas, or delete file streams: the account's max_storage is "
+      "reserved by the others"),
     E("MESSAGE_TTL_INVALID", 400, 10165, "invalid per-message TTL",
       "Nats-TTL takes a duration such as '10s' or '1m', seconds as a number, or 'never'"),
     E("MESSAGE_TTL_DISABLED", 400, 10166, "per-message TTL is disabled",

@@ -92,6 +92,8 @@ class JetStreamBridge:
         self._stored = 0  # publishes answered so far
         self._stored_changed = asyncio.Event()
         self._acks: dict[tuple[str, str], list] = defaultdict(list)
+        self.domain: str | None = None
+        self.api_total = self.api_errors = 0  # $JS.API requests answered (account info)
         self._links: dict[tuple[str, str], Any] = {}
         self._pumps: dict[tuple[str, str], PushPump] = {}
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
@@ -107,7 +109,13 @@ class JetStreamBridge:
         self._pub_wake = asyncio.Event()
         self._stored_changed = asyncio.Event()
         self._stopping = False
-        gateway.subscribe_internal("$JS.API.>", _Internal(self._on_api))
+        gateway.subscribe_internal(jsapi.API_PREFIX + ">", _Internal(self._on_api))
+        self.domain = gateway.options.domain
+        if self.domain:
+            prefix = f"$JS.{self.domain}.API."
+            gateway.subscribe_internal(prefix + ">", _Internal(
+                lambda subject, *rest: self._on_api(jsapi.API_PREFIX + subject[len(prefix):],
+                                                    *rest)))
         gateway.subscribe_internal("$JS.ACK.>", _Internal(self._on_ack))
         gateway.subscribe_internal(FC_PREFIX + ">", _Internal(self._on_flow_answer))
         await self.refresh_catalogue()
@@ -333,6 +341,14 @@ class JetStreamBridge:
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        if tokens == ["INFO"] and "error" not in doc:
+            # the requests this gateway answered before this one, as nats-server counts an
+            # account's (per gateway here: each keeps its own count)
+            doc["api"] = {"level": 1, "total": self.api_total, "errors": self.api_errors}
+            if self.domain:
+                doc["domain"] = self.domain
+        self.api_total += 1
+        self.api_errors += "error" in doc
         log.debug("$JS.API.%s %s -> %s", ".".join(tokens), payload[:200], str(doc)[:300])
         if "error" not in doc:
             if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):

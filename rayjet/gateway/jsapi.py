@@ -71,20 +71,12 @@ def _paged(items: list, offset: int, limit: int, key: str) -> dict[str, Any]:
 
 # -- account --------------------------------------------------------------------------------
 def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    memory = storage = consumers = 0
-    infos = js.streams_info()
-    for info in infos:
-        if info.config.storage.value == "memory":
-            memory += info.state.bytes
-        else:
-            storage += info.state.bytes
-        consumers += info.state.consumer_count
-    return {"memory": memory, "storage": storage, "reserved_memory": 0,
-            "reserved_storage": 0, "streams": len(infos), "consumers": consumers,
-            "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1,
-                       "max_consumers": -1, "max_ack_pending": -1,
-                       "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
-                       "max_bytes_required": False},
+    """Usage and limits (the gateway adds its request counts and domain)."""
+    info = js.account_info()
+    return {"memory": info["memory"], "storage": info["storage"],
+            "reserved_memory": info["reserved_memory"],
+            "reserved_storage": info["reserved_storage"], "streams": info["streams"],
+            "consumers": info["consumers"], "limits": info["limits"].to_dict(),
             "api": {"level": 1, "total": 0, "errors": 0}}
 
 

@@ -54,6 +54,14 @@ class GatewayOptions:
     server_name: str = "rayjet"
     ping_interval: float = 120.0
     max_pings_out: int = 2
+    # a JetStream domain: the API answers under $JS.<domain>.API. too (clients that name the
+    # domain, e.g. nats.py's jetstream(domain=...)), and INFO and account info report it
+    domain: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.domain is not None and (not self.domain or not P.valid_subject(
+                self.domain, wildcards=False) or "." in self.domain):
+            raise ValueError(f"a JetStream domain is one subject token, not {self.domain!r}")
 
     @property
     def auth_required(self) -> bool:
@@ -298,6 +306,8 @@ class Gateway:
         if conn is not None:
             fields["client_id"] = conn.cid
             fields["client_ip"] = "127.0.0.1"
+        if opts.domain and self.bridge is not None:
+            fields["domain"] = opts.domain
         if opts.auth_required:
             fields["auth_required"] = True
         if opts.tls is not None:

@@ -18,7 +18,9 @@ from typing import Any
 
 import msgpack
 
+from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.api.consumer import ConsumerConfig
+from rayjet.api.enums import AckPolicy, StorageType
 from rayjet.api.stream import DEDICATED_HOSTING, StreamConfig
 from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
 from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
@@ -56,7 +58,7 @@ def next_replica_after(ids) -> int:
 
 # op kinds: the numbers are on disk in every meta log; only add new ones at the end
 (ADD_STREAM, UPDATE_STREAM, DELETE_STREAM, ADD_CONSUMER, DELETE_CONSUMER, SET_PEERS,
- RESERVE_REPLICAS) = range(1, 8)
+ RESERVE_REPLICAS, SET_LIMITS) = range(1, 9)
 _OP_VERSION = 1
 
 
@@ -124,10 +126,10 @@ class StreamAssignment:
 
 
 class Catalogue:
-    def __init__(self, *, max_streams: int = -1) -> None:
+    def __init__(self, *, limits: AccountLimits = NO_LIMITS) -> None:
         self.streams: dict[str, StreamAssignment] = {}
         self.applied_index = 0
-        self.max_streams = max_streams
+        self.limits = limits
 
     # -- reads ------------------------------------------------------------------------------
     def stream(self, name: str) -> StreamAssignment:
@@ -163,8 +165,9 @@ class Catalogue:
                 return existing  # adding an identical stream again succeeds, as in NATS
             raise StreamNameInUseError(
                 f"stream name {cfg.name!r} already in use with a different configuration")
-        if 0 <= self.max_streams <= len(self.streams):
+        if 0 <= self.limits.max_streams <= len(self.streams):
             raise error_for("MAX_STREAMS")
+        self._check_limits(cfg)
         self._check_overlap(cfg)
         self._check_cycles(cfg)
         if len(peers) != cfg.num_replicas:
@@ -177,6 +180,7 @@ class Catalogue:
                               peers: Peers | None = None) -> MetaOp:
         old = self.stream(cfg.name)
         new = validate_stream_update(old.config, resolve_hosting(cfg, old.config.hosting))
+        self._check_limits(new, ignore=new.name)
         self._check_overlap(new, ignore=new.name)
         self._check_cycles(new)
         peers = old.peers if peers is None else as_peers(peers)
@@ -205,7 +209,9 @@ class Catalogue:
         leader runs), which count for ``max_consumers`` too."""
         sa = self.stream(stream)
         others = [c.config for n, c in sa.consumers.items() if n != _consumer_name(cfg)]
+        unset_ack_pending = not cfg.max_ack_pending
         cfg = validate_consumer_config(cfg, sa.config, existing=others)
+        cfg = self._within_ack_pending_limit(cfg, unset_ack_pending)
         name = _consumer_name(cfg)
         if not name:
             raise error_for("CONSUMER_DURABLE_NAME_NOT_SET")
@@ -219,10 +225,56 @@ class Catalogue:
             if 0 < limit <= len(sa.consumers) + elsewhere:
                 raise MaximumConsumersError(
                     f"maximum consumers limit reached: stream {stream!r} allows {limit}")
+            total = sum(len(other.consumers) for other in self.streams.values()) + elsewhere
+            if 0 <= self.limits.max_consumers <= total:
+                raise MaximumConsumersError(
+                    f"maximum consumers limit reached: the account allows "
+                    f"{self.limits.max_consumers}")
         use = as_peers(peers) if peers is not None else (
             existing.peers if existing else sa.peers)
         return MetaOp(ADD_CONSUMER, stream, cfg.to_dict(), consumer=name, peers=use,
                       created_ns=existing.created_ns if existing else now_ns)
+
+    def prepare_set_limits(self, limits: AccountLimits) -> MetaOp:
+        """The op that makes ``limits`` the account's (checked on what is created or changed
+        from then on; what exists stays)."""
+        return MetaOp(SET_LIMITS, "", limits.to_dict())
+
+    def _check_limits(self, cfg: StreamConfig, ignore: str | None = None) -> None:
+        """nats-server's account checks of a stream's ``max_bytes``: required, within the
+        per-stream cap of its storage type, and its reservation (``max_bytes`` times the
+        replicas) within what the streams of that type may reserve together."""
+        limits = self.limits
+        if limits.max_bytes_required and cfg.max_bytes <= 0:
+            raise error_for("STREAM_MAX_BYTES_REQUIRED")
+        memory = cfg.storage == StorageType.MEMORY
+        cap = limits.memory_max_stream_bytes if memory else limits.storage_max_stream_bytes
+        if cap >= 0 and cfg.max_bytes > cap:
+            raise error_for("STREAM_MAX_STREAM_BYTES_EXCEEDED")
+        total = limits.max_memory if memory else limits.max_storage
+        if total < 0 or cfg.max_bytes <= 0:
+            return
+        reserved = sum(sa.config.max_bytes * sa.config.num_replicas
+                       for sa in self.streams.values()
+                       if sa.name != ignore and sa.config.max_bytes > 0
+                       and (sa.config.storage == StorageType.MEMORY) == memory)
+        if reserved + cfg.max_bytes * cfg.num_replicas > total:
+            raise error_for("MEMORY_RESOURCES_EXCEEDED" if memory
+                            else "STORAGE_RESOURCES_EXCEEDED")
+
+    def _within_ack_pending_limit(self, cfg: ConsumerConfig, unset: bool) -> ConsumerConfig:
+        """A consumer's max_ack_pending under the account's cap: a default above it (the
+        client left it unset) comes down to it, an asked value above it is refused, as
+        nats-server does (-1, unlimited, is above any cap)."""
+        cap = self.limits.max_ack_pending
+        if cap < 0 or cfg.ack_policy == AckPolicy.NONE:
+            return cfg
+        if cfg.max_ack_pending is None or cfg.max_ack_pending < 0 \
+                or cfg.max_ack_pending > cap:
+            if unset:
+                return dataclasses.replace(cfg, max_ack_pending=cap)
+            raise error_for("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=cap)
+        return cfg
 
     def prepare_delete_consumer(self, stream: str, name: str) -> MetaOp:
         self.consumer(stream, name)
@@ -276,6 +328,9 @@ class Catalogue:
         """Apply a committed op. Ops made stale by an earlier op in the log (e.g. two adds
         of the same name proposed concurrently) are skipped the same way everywhere."""
         self.applied_index = index
+        if op.kind == SET_LIMITS:
+            self.limits = AccountLimits.from_dict(op.config or {})
+            return self.limits
         if op.kind == ADD_STREAM:
             if op.stream in self.streams:
                 return self.streams[op.stream]
@@ -324,10 +379,13 @@ class Catalogue:
                            [list(p) for p in c.peers]]
                           for c in sa.consumers.values()], list(sa.bootstrap),
                          sa.next_replica])
-        return msgpack.packb([_OP_VERSION, self.applied_index, rows], use_bin_type=True)
+        return msgpack.packb([_OP_VERSION, self.applied_index, rows, self.limits.to_dict()],
+                             use_bin_type=True)
 
     def restore(self, raw: bytes) -> None:
-        _version, applied, rows = msgpack.unpackb(raw, raw=False)
+        _version, applied, rows, *rest = msgpack.unpackb(raw, raw=False)
+        # a snapshot written before account limits existed has none
+        self.limits = AccountLimits.from_dict(rest[0]) if rest else NO_LIMITS
         streams: dict[str, StreamAssignment] = {}
         for cfg, created, group, peers, consumers, boot, *rest in rows:
             config = StreamConfig.from_dict(cfg)

@@ -221,7 +221,7 @@ def test_snapshot_keeps_the_counter_and_older_snapshots_derive_it():
     assert other.stream("S").next_replica == 3
     assert other.stream("S").fresh_ids(1) == ("r3",)
     # a snapshot from before the counter: rows of six fields
-    version, applied, rows = msgpack.unpackb(cat.snapshot(), raw=False)
+    version, applied, rows, _limits = msgpack.unpackb(cat.snapshot(), raw=False)
     old = msgpack.packb([version, applied, [row[:6] for row in rows]], use_bin_type=True)
     legacy = Catalogue()
     legacy.restore(old)

@@ -49,10 +49,11 @@ class NATSD:
     """A rayjet gateway in this process, in nats.py's NATSD shape."""
 
     def __init__(self, port: int = 4222, with_jetstream: bool = True, config_file=None,
-                 **_ignored) -> None:
+                 domain: str | None = None, **_ignored) -> None:
         self.port = port
         self.with_jetstream = with_jetstream
         self.config_file = config_file
+        self.domain = domain
         self.thread = None
         self._fresh = True
 
@@ -63,7 +64,8 @@ class NATSD:
         if self._fresh:
             _empty(js)
             self._fresh = False
-        self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port))
+        self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port,
+                                                       domain=self.domain))
         self.thread.start()
         return self
 
@@ -93,9 +95,35 @@ class SingleJetStreamServerTestCase(unittest.TestCase):
             tracemalloc.stop()
 
 
+# what nats.py's js-limits.conf gives its server: a JetStream domain and these account
+# limits (its tests assert them back from account info)
+LIMITS_DOMAIN = "test-domain"
+LIMITS = {"max_memory": 64 * 1024 * 1024, "max_storage": 32 * 1024 * 1024, "max_streams": 10,
+          "max_consumers": 20, "max_ack_pending": 100, "memory_max_stream_bytes": 2048,
+          "storage_max_stream_bytes": 4096, "max_bytes_required": True}
+
+
 class SingleJetStreamServerLimitsTestCase(SingleJetStreamServerTestCase):
-    """nats.py runs these with js-limits.conf (a JetStream domain and account limits);
-    the gateway has neither, so what needs them fails and is reported as such."""
+    """nats.py runs these with js-limits.conf: the same domain and account limits here."""
+
+    def setUp(self):
+        from rayjet import AccountLimits
+
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        js = _rayjet()
+        _empty(js)
+        js.set_account_limits(AccountLimits(**LIMITS))
+        server = NATSD(port=4222, with_jetstream=True, domain=LIMITS_DOMAIN)
+        server._fresh = False
+        self.server_pool.append(server)
+        server.start()
+
+    def tearDown(self):
+        from rayjet import AccountLimits
+
+        super().tearDown()
+        _rayjet().set_account_limits(AccountLimits())
 
 
 def async_test(test_case_fun, timeout=5):
