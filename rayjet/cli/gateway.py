@@ -58,6 +58,9 @@ def gateway(
              "(mutual TLS)")] = None,
     max_payload: Annotated[int, typer.Option(min=1, help="largest message a client may "
                                                          "publish, bytes")] = 1024 * 1024,
+    domain: Annotated[str | None, typer.Option(
+        help="JetStream domain: the API answers under $JS.<domain>.API too, and INFO and "
+             "account info report it")] = None,
     detach: Annotated[bool, typer.Option(
         "--detach", help="run it as a detached Ray actor on this node, kept with the "
                          "cluster after this command returns")] = False,
@@ -78,6 +81,7 @@ def gateway(
     if all_nodes and not (detach or stop):
         c.usage_error("--all-nodes goes with --detach or --stop")
     tls = None if stop else tls_context(tls_cert, tls_key, tls_ca)  # checked before Ray
+    check_domain(domain)
     js = c.connect()
     nodes = [n["node_id"] for n in js.nodes()] if all_nodes else [None]
     if stop:
@@ -96,7 +100,7 @@ def gateway(
         from rayjet.gateway.actor import start_detached
 
         options = {"host": host, "port": port, "token": token, "user": user,
-                   "password": password, "max_payload": max_payload}
+                   "password": password, "max_payload": max_payload, "domain": domain}
         if tls is not None:  # loadable here; the actor loads the files on its node
             options.update(tls_paths(tls_cert, tls_key, tls_ca))
         urls = [start_detached(options, node)[1] for node in nodes]
@@ -108,7 +112,7 @@ def gateway(
                 print(f"rayjet gateway listening on {url} (detached)")
         return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
-                             tls=tls, max_payload=max_payload)
+                             tls=tls, max_payload=max_payload, domain=domain)
     server = GatewayThread(js, options)
     try:
         server.start()
@@ -122,6 +126,18 @@ def gateway(
     print(f"rayjet gateway listening on {scheme}://{host}:{server.port}", flush=True)
     done.wait()
     server.stop()
+
+
+def check_domain(domain: str | None, flag: str = "--domain") -> None:
+    """A usage error (before Ray is joined) for a domain that is not one subject token."""
+    if domain is None:
+        return
+    from rayjet.gateway import GatewayOptions
+
+    try:
+        GatewayOptions(domain=domain)
+    except ValueError as exc:
+        c.usage_error(f"{flag}: {exc}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from rayjet.cli import (
+    account,
     bench,
     bench_store,  # noqa: F401 - registers `bench kv` and `bench object`
     consumers,
@@ -57,6 +58,7 @@ gateway.register(app)
 
 
 app.add_typer(kv.app, name="kv", help="Key-value buckets.")
+app.add_typer(account.app, name="account", help="What the account uses, and its limits.")
 app.add_typer(objects.app, name="object", help="Object store buckets.")
 app.add_typer(objects.app, name="obj", hidden=True)
 

@@ -12,7 +12,7 @@ import typer
 
 from rayjet.cli import common as c
 from rayjet.cli import ray_head, report
-from rayjet.cli.gateway import tls_context, tls_paths
+from rayjet.cli.gateway import check_domain, tls_context, tls_paths
 from rayjet.cli.streams import replicas_cell
 
 app = typer.Typer(no_args_is_help=True)
@@ -118,12 +118,16 @@ def start(
         "--gateway-tls-ca", help="PEM CA certificates: NATS clients must present a "
                                  "certificate they signed (mutual TLS)",
         show_default=False)] = None,
+    gateway_domain: Annotated[str | None, typer.Option(
+        "--gateway-domain", help="JetStream domain the gateway serves (as `rayjet gateway "
+                                 "--domain`)", show_default=False)] = None,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
     gateway."""
     node_labels = parse_labels(labels)
+    check_domain(gateway_domain, "--gateway-domain")
     gateway_options: dict[str, Any] = {"host": gateway_host, "port": gateway_port,
-                                       "token": gateway_token}
+                                       "token": gateway_token, "domain": gateway_domain}
     if gateway and tls_context(gateway_tls_cert, gateway_tls_key, gateway_tls_ca,
                                prefix="--gateway-") is not None:
         gateway_options.update(tls_paths(gateway_tls_cert, gateway_tls_key, gateway_tls_ca))
