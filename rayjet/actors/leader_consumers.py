@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rayjet.actors.consumer import ConsumerReplica, InLeader
 from rayjet.api import ConsumerConfig, StreamConfig
+from rayjet.api.account import NO_LIMITS, AccountLimits, within_ack_pending
 from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
 from rayjet.errors import (
     BadRequestError,
@@ -70,17 +71,22 @@ class LeaderConsumers:
         return name in self._consumers
 
     async def add(self, stream_cfg: StreamConfig, config: dict[str, Any], *,
-                  others: int) -> dict[str, Any]:
+                  others: int, limits: AccountLimits = NO_LIMITS,
+                  account_consumers: int = 0) -> dict[str, Any]:
         """Create (or, same name and a compatible config, update) one and return its info.
-        ``others``: the stream's consumers elsewhere, for ``max_consumers``."""
+        ``others``: the stream's consumers elsewhere, for ``max_consumers``; ``limits`` and
+        ``account_consumers`` (the catalogue's consumers): the account's, checked as the
+        meta leader checks a durable's."""
         cfg = ConsumerConfig.from_dict(config)
+        unset_ack_pending = not cfg.max_ack_pending
         if not runs_in_stream_leader(cfg, stream_cfg):
             raise BadRequestError(f"consumer {cfg.name or cfg.durable_name!r} does not run "
                                   "in the stream leader (a durable, replicated, or on an "
                                   "interest or work-queue stream)")
         if not cfg.name:
             cfg = dataclasses.replace(cfg, name=ephemeral_name())
-        cfg = validate_consumer_config(cfg, stream_cfg)
+        cfg = within_ack_pending(validate_consumer_config(cfg, stream_cfg), limits,
+                                 unset_ack_pending)
         existing = self._consumers.get(cfg.name)
         if existing is not None:
             if existing.engine.config != cfg:
@@ -91,6 +97,9 @@ class LeaderConsumers:
         if 0 < limit <= others + len(self._consumers):
             raise MaximumConsumersError(
                 f"maximum consumers limit reached: stream {stream_cfg.name!r} allows {limit}")
+        if 0 <= limits.max_consumers <= account_consumers + len(self._consumers):
+            raise MaximumConsumersError(
+                f"maximum consumers limit reached: the account allows {limits.max_consumers}")
         replica = self._replica
         consumer = ConsumerReplica(
             {"config": stream_cfg.to_dict()}, cfg.name, cfg.to_dict(),

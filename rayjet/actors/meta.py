@@ -380,6 +380,13 @@ class MetaMember:
         await self._read()
         return self.catalogue.limits.to_dict()
 
+    async def account_usage(self) -> dict[str, Any]:
+        """The limits and the catalogue's consumer count as this leader has them (no quorum
+        round: a stream leader asks this for the consumers it runs itself)."""
+        self._require_leader()
+        return {"limits": self.catalogue.limits.to_dict(),
+                "consumers": sum(len(sa.consumers) for sa in self.catalogue.streams.values())}
+
     async def lookup_subject(self, subject: str) -> dict[str, Any] | None:
         await self._read()
         for sa in self.catalogue.streams.values():

@@ -31,6 +31,7 @@ from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.api import PubAck, StorageType, StreamConfig
+from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.engine import ApplyResult, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.consumer_reader import StoreReader
@@ -57,6 +58,7 @@ _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pendi
 # another is swept in small batches instead of once per message
 UPKEEP_GAP = 0.1
 DEFAULT_TIMEOUT = 5.0
+ACCOUNT_FRESH = 2.0  # seconds the account's limits are taken as known (consumers made here)
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
 
@@ -133,6 +135,7 @@ class StreamReplica:
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
         self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
+        self._account: tuple[float, AccountLimits, int] | None = None  # see _account_usage
         in_process.add_stream_replica(stream_actor_name(group, replica_id), self)
         start_when_restarted(stream_actor_name(group, replica_id))
 
@@ -560,7 +563,28 @@ class StreamReplica:
                 raise error_for("CONSUMER_NAME_EXISTS")
             others = len(listed)
             self._require_writable()
-        return await self.leader_consumers.add(cfg, config, others=others)
+        limits, account_consumers = await self._account_usage()
+        self._require_writable()
+        return await self.leader_consumers.add(cfg, config, others=others, limits=limits,
+                                               account_consumers=account_consumers)
+
+    async def _account_usage(self) -> tuple[AccountLimits, int]:
+        """The account's limits and the catalogue's consumer count, asked of the meta leader
+        at most every ACCOUNT_FRESH seconds while the limits count no consumers (a consumer
+        made here is milliseconds; limits change rarely), and each time when they do. When
+        the meta group does not answer, the last answer (or none)."""
+        now = time.monotonic()
+        cached = self._account
+        if cached is not None and now - cached[0] < ACCOUNT_FRESH \
+                and cached[1].max_consumers < 0:
+            return cached[1], cached[2]
+        try:
+            got = await meta_router().acall("account_usage", timeout=DEFAULT_TIMEOUT)
+        except Exception as err:  # noqa: BLE001 - consumers here do not wait on the meta group
+            log.info("stream %s: account limits not known (%r)", self.name, err)
+            return (cached[1], cached[2]) if cached is not None else (NO_LIMITS, 0)
+        self._account = (now, AccountLimits.from_dict(got["limits"]), int(got["consumers"]))
+        return self._account[1], self._account[2]
 
     async def leader_consumer_call(self, name: str, method: str, args: tuple = (),
                                    kwargs: dict | None = None) -> Any:

@@ -3,10 +3,13 @@ set for the whole cluster (rayjet has a single account)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from rayjet.api.base import Wire
-from rayjet.errors import BadRequestError
+from rayjet.api.consumer import ConsumerConfig
+from rayjet.api.enums import AckPolicy
+from rayjet.errors import BadRequestError, error_for
 
 
 @dataclass(frozen=True)
@@ -40,4 +43,20 @@ class AccountLimits(Wire):
 
 NO_LIMITS = AccountLimits()
 
-__all__ = ["NO_LIMITS", "AccountLimits"]
+
+def within_ack_pending(cfg: ConsumerConfig, limits: AccountLimits,
+                       unset: bool) -> ConsumerConfig:
+    """A validated consumer config under the account's ``max_ack_pending``: a default above
+    it (``unset``: the client gave none) comes down to it, an asked value above it is
+    refused (10121), as nats-server does (-1, unlimited, is above any cap)."""
+    cap = limits.max_ack_pending
+    if cap < 0 or cfg.ack_policy == AckPolicy.NONE:
+        return cfg
+    if cfg.max_ack_pending is None or cfg.max_ack_pending < 0 or cfg.max_ack_pending > cap:
+        if unset:
+            return dataclasses.replace(cfg, max_ack_pending=cap)
+        raise error_for("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=cap)
+    return cfg
+
+
+__all__ = ["NO_LIMITS", "AccountLimits", "within_ack_pending"]

@@ -18,9 +18,9 @@ from typing import Any
 
 import msgpack
 
-from rayjet.api.account import NO_LIMITS, AccountLimits
+from rayjet.api.account import NO_LIMITS, AccountLimits, within_ack_pending
 from rayjet.api.consumer import ConsumerConfig
-from rayjet.api.enums import AckPolicy, StorageType
+from rayjet.api.enums import StorageType
 from rayjet.api.stream import DEDICATED_HOSTING, StreamConfig
 from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
 from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
@@ -211,7 +211,7 @@ class Catalogue:
         others = [c.config for n, c in sa.consumers.items() if n != _consumer_name(cfg)]
         unset_ack_pending = not cfg.max_ack_pending
         cfg = validate_consumer_config(cfg, sa.config, existing=others)
-        cfg = self._within_ack_pending_limit(cfg, unset_ack_pending)
+        cfg = within_ack_pending(cfg, self.limits, unset_ack_pending)
         name = _consumer_name(cfg)
         if not name:
             raise error_for("CONSUMER_DURABLE_NAME_NOT_SET")
@@ -261,20 +261,6 @@ class Catalogue:
         if reserved + cfg.max_bytes * cfg.num_replicas > total:
             raise error_for("MEMORY_RESOURCES_EXCEEDED" if memory
                             else "STORAGE_RESOURCES_EXCEEDED")
-
-    def _within_ack_pending_limit(self, cfg: ConsumerConfig, unset: bool) -> ConsumerConfig:
-        """A consumer's max_ack_pending under the account's cap: a default above it (the
-        client left it unset) comes down to it, an asked value above it is refused, as
-        nats-server does (-1, unlimited, is above any cap)."""
-        cap = self.limits.max_ack_pending
-        if cap < 0 or cfg.ack_policy == AckPolicy.NONE:
-            return cfg
-        if cfg.max_ack_pending is None or cfg.max_ack_pending < 0 \
-                or cfg.max_ack_pending > cap:
-            if unset:
-                return dataclasses.replace(cfg, max_ack_pending=cap)
-            raise error_for("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=cap)
-        return cfg
 
     def prepare_delete_consumer(self, stream: str, name: str) -> MetaOp:
         self.consumer(stream, name)

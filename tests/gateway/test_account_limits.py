@@ -11,8 +11,8 @@ import nats
 import pytest
 from nats.js.errors import BadRequestError as NatsBadRequest
 
-from rayjet import AccountLimits, StorageType
-from rayjet.errors import APIError, BadRequestError
+from rayjet import AccountLimits, ConsumerConfig, StorageType
+from rayjet.errors import APIError, BadRequestError, MaximumConsumersError
 from rayjet.gateway import GatewayOptions
 from tests.cluster.conftest import js, stream_name  # noqa: F401
 from tests.gateway.test_gateway_server import gateway  # noqa: F401
@@ -97,3 +97,22 @@ def test_limits_and_a_domain_through_nats_py(js, gateway, stream_name, limits): 
 def test_a_domain_is_one_subject_token(bad):
     with pytest.raises(ValueError):
         GatewayOptions(domain=bad)
+
+
+def test_consumers_the_stream_leader_runs_are_held_to_the_limits(js, stream_name,  # noqa: F811
+                                                                   limits):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    try:
+        limits(max_ack_pending=30, max_consumers=2)
+        ephemeral = js.add_consumer(stream_name, ConsumerConfig())  # run by the stream leader
+        assert ephemeral.config.max_ack_pending == 30
+        with pytest.raises(APIError) as err:
+            js.add_consumer(stream_name, ConsumerConfig(max_ack_pending=31))
+        assert err.value.err_code == 10121
+        js.add_consumer(stream_name, ConsumerConfig(durable_name="d"))  # in the catalogue
+        with pytest.raises(MaximumConsumersError):
+            js.add_consumer(stream_name, ConsumerConfig())
+        with pytest.raises(MaximumConsumersError):
+            js.add_consumer(stream_name, ConsumerConfig(durable_name="e"))
+    finally:
+        js.delete_stream(stream_name)
