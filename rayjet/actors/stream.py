@@ -59,6 +59,7 @@ _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pendi
 UPKEEP_GAP = 0.1
 DEFAULT_TIMEOUT = 5.0
 ACCOUNT_FRESH = 2.0  # seconds the account's limits are taken as known (consumers made here)
+ACCOUNT_TIMEOUT = 1.0  # a consumer made here waits no longer for the meta leader's answer
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
 
@@ -579,7 +580,7 @@ class StreamReplica:
                 and cached[1].max_consumers < 0:
             return cached[1], cached[2]
         try:
-            got = await meta_router().acall("account_usage", timeout=DEFAULT_TIMEOUT)
+            got = await meta_router().acall("account_usage", timeout=ACCOUNT_TIMEOUT)
         except Exception as err:  # noqa: BLE001 - consumers here do not wait on the meta group
             log.info("stream %s: account limits not known (%r)", self.name, err)
             return (cached[1], cached[2]) if cached is not None else (NO_LIMITS, 0)
