@@ -38,7 +38,7 @@ class AccountLimits(Wire):
                     raise BadRequestError(f"max_bytes_required must be a bool, not {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int) or value < -1:
                 raise BadRequestError(f"{f.name} must be an int >= -1 (-1: no limit), "
-                                         f"not {value!r}")
+                                      f"not {value!r}")
 
 
 NO_LIMITS = AccountLimits()

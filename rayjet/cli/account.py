@@ -8,7 +8,7 @@ from rayjet.cli import common as c
 
 app = typer.Typer(no_args_is_help=True)
 
-Size = Annotated[str | None, typer.Option(show_default=False)]
+Limit = Annotated[str | None, typer.Option(show_default=False)]  # a size or a count
 
 
 def _limit_rows(limits: Any) -> list[tuple[str, str]]:
@@ -45,13 +45,13 @@ def info() -> None:
 
 @c.command(app, "limits")
 def limits(
-    max_memory: Size = None,
-    max_storage: Size = None,
-    max_streams: Size = None,
-    max_consumers: Size = None,
-    max_ack_pending: Size = None,
-    memory_max_stream_bytes: Size = None,
-    storage_max_stream_bytes: Size = None,
+    max_memory: Limit = None,
+    max_storage: Limit = None,
+    max_streams: Limit = None,
+    max_consumers: Limit = None,
+    max_ack_pending: Limit = None,
+    memory_max_stream_bytes: Limit = None,
+    storage_max_stream_bytes: Limit = None,
     max_bytes_required: Annotated[bool | None, typer.Option(
         "--max-bytes-required/--no-max-bytes-required", show_default=False,
         help="every stream must set max_bytes")] = None,
