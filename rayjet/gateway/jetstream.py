@@ -164,7 +164,8 @@ class JetStreamBridge:
         stream captures it even then (publishes keep their order: they wait in line)."""
         if self._refreshing is None or self._refreshing.done():
             self._refreshed = time.monotonic()
-            self._refreshing = asyncio.ensure_future(self.refresh_catalogue())
+            # a task of the bridge's own: stopping the gateway cancels it with the others
+            self._refreshing = self._spawn(self.refresh_catalogue())
         self._spawn(self._recheck(self._refreshing, subject, reply, hdr, payload, on_miss))
 
     async def _recheck(self, refreshing: asyncio.Future, subject: str, reply: str | None,

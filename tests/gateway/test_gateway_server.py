@@ -782,3 +782,42 @@ def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
     finally:
         js.delete_stream("QUIETMETA")
 
+
+
+
+def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch):  # noqa: F811
+    """A publish nothing captures makes the bridge read the catalogue again in a task of its
+    own; stopping the gateway while that read is in flight ends the task with the others
+    (none is left pending for the closed loop to destroy)."""
+    import threading
+
+    gw = gateway()
+    entered, release = threading.Event(), threading.Event()
+    real = js.stream_configs
+
+    def slow(*args, linearizable=True, **kwargs):
+        if linearizable:  # the recheck's read (the periodic refresh is not linearizable)
+            entered.set()
+            release.wait(30)
+        return real(*args, linearizable=linearizable, **kwargs)
+
+    monkeypatch.setattr(js, "stream_configs", slow)
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        deadline = time.monotonic() + 30
+        while not entered.is_set():  # a catalogue older than the recheck age is read again
+            assert time.monotonic() < deadline, "no recheck started"
+            await nc.publish("uncaptured.subject", b"x")
+            await nc.flush()
+            await asyncio.sleep(0.05)
+        await nc.close()
+
+    asyncio.run(run())
+    loop = gw._loop
+    try:
+        gw.stop()
+    finally:
+        release.set()
+    assert loop.is_closed()
+    assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
