@@ -3,12 +3,14 @@
     .venv/bin/python benchmarks/gateway.py --quick     # small counts
     .venv/bin/python benchmarks/gateway.py             # full counts
     .venv/bin/python benchmarks/gateway.py --only streams   # creation and listing only
+    .venv/bin/python benchmarks/gateway.py --only requests  # KV puts, 128 KB publishes
 
 The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
 consumer replaying a stream, a core request/reply round trip (a responder on the same
 connection), stream creation (R1 file streams made one after another, as nats.py's
-JSMTest makes 300) and listing them all (STREAM.LIST pages of 256 infos). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
+JSMTest makes 300), listing them all (STREAM.LIST pages of 256 infos), and what nats.py's
+KV and object store send one request at a time (a KV put of a new key, a 128 KB chunk). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
 gateway is faster). The gateway runs in a process of its own (as `rayjet gateway` does, so
 nats-py and the gateway do not share an interpreter), over a local Ray started for the run.
 """
@@ -92,6 +94,42 @@ async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency
     return create, listing
 
 
+async def _requests(url: str, count: int) -> dict[str, nb.Latency]:
+    """What nats.py's KV and object store do one request at a time: a KV put of a new key
+    each time, and a sync publish of a 128 KB object chunk."""
+    import os
+
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    kv = await js.create_key_value(bucket="bench_requests")
+    await js.add_stream(name="bench_chunks", subjects=["bench.chunks"])
+    chunk = os.urandom(128 * 1024)
+    out = {}
+    for name, size, op in (("kv put, new keys", 100, lambda i: kv.put(f"k{i}", b"v" * 100)),
+                           ("publish 128 KB", len(chunk),
+                            lambda i: js.publish("bench.chunks", chunk))):
+        times = []
+        for i in range(count + 20):
+            t = time.perf_counter()
+            await op(i)
+            if i >= 20:
+                times.append((time.perf_counter() - t) * 1e6)
+        times.sort()
+        mean = sum(times) / len(times)
+        out[name] = nb.Latency(name, count, size, nb.percentile(times, 50),
+                               nb.percentile(times, 99), mean, 1e6 / mean)
+    await js.delete_key_value("bench_requests")
+    await js.delete_stream("bench_chunks")
+    await nc.close()
+    return out
+
+
+def requests(url: str, counts: dict[str, int]) -> dict[str, object]:
+    return asyncio.run(_requests(url, counts["requests"]))
+
+
 def stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency]:
     return asyncio.run(_stream_creation(url, count))
 
@@ -151,18 +189,19 @@ def _gateway(hosting: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small counts")
-    ap.add_argument("--only", choices=("data", "streams"),
-                    help="only the data rows, or only stream creation and listing")
+    ap.add_argument("--only", choices=("data", "streams", "requests"),
+                    help="only the data rows, only stream creation and listing, or only "
+                         "KV puts and 128 KB publishes one request at a time")
     args = ap.parse_args(argv)
     counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300,
-               "streams": 60}
+               "streams": 60, "requests": 100}
               if args.quick else
               {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000,
-               "streams": 300})
+               "streams": 300, "requests": 500})
 
-    parts = [("dedicated", measure), ("shared", creation)]
-    if args.only:
-        parts = [parts[0] if args.only == "data" else parts[1]]
+    kinds = {"data": ("dedicated", measure), "streams": ("shared", creation),
+             "requests": ("dedicated", requests)}
+    parts = [kinds[args.only]] if args.only else list(kinds.values())
     ours, theirs = {}, {}
     # the data path on dedicated replica actors (rayjet's default); stream creation on
     # shared host actors (a process per replica would not fit hundreds of streams here)
