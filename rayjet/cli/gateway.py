@@ -132,12 +132,13 @@ def check_domain(domain: str | None, flag: str = "--domain") -> None:
     """A usage error (before Ray is joined) for a domain that is not one subject token."""
     if domain is None:
         return
+    from rayjet.errors import BadRequestError
     from rayjet.gateway import GatewayOptions
 
     try:
         GatewayOptions(domain=domain)
-    except ValueError as exc:
-        c.usage_error(f"{flag}: {exc}")
+    except BadRequestError as exc:
+        c.usage_error(f"{flag}: {exc.description}")
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
+from rayjet.errors import BadRequestError
 from rayjet.gateway import protocol as P
 from rayjet.gateway.interest import Interest, Subscription
 
@@ -61,7 +62,8 @@ class GatewayOptions:
     def __post_init__(self) -> None:
         if self.domain is not None and (not self.domain or not P.valid_subject(
                 self.domain, wildcards=False) or "." in self.domain):
-            raise ValueError(f"a JetStream domain is one subject token, not {self.domain!r}")
+            raise BadRequestError(
+                f"a JetStream domain is one subject token, not {self.domain!r}")
 
     @property
     def auth_required(self) -> bool:

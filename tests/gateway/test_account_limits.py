@@ -95,7 +95,7 @@ def test_limits_and_a_domain_through_nats_py(js, gateway, stream_name, limits): 
 
 @pytest.mark.parametrize("bad", ["", "a.b", "a b", "*", ">"])
 def test_a_domain_is_one_subject_token(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(BadRequestError):
         GatewayOptions(domain=bad)
 
 
