@@ -34,10 +34,12 @@ from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.engine import ApplyResult, store_config
 from rayjet.engine.ack_sync import AckSummary
+from rayjet.engine.columnar import message_columns
 from rayjet.engine.consumer_reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import (
     APIError,
+    DuplicateInProcessError,
     NotLeaderError,
     ServiceUnavailableError,
     error_for,
@@ -133,6 +135,8 @@ class StreamReplica:
         # on it for new messages instead of polling
         self._stored = asyncio.Event()
         self._stored_seq = 0
+        # set (and replaced) after every apply: publishes waiting on a msg id in flight
+        self._applied = asyncio.Event()
         self._pump = SourcePump(self)  # copies the mirror / sources while we lead
         self._copy = StoreCopyTask(self)  # copies the store after a state-only snapshot
         self.leader_consumers = LeaderConsumers(self)  # ephemeral consumers run here
@@ -162,6 +166,7 @@ class StreamReplica:
         group = self.group
         if out.role is not None:
             self._stored_moved()  # waiters for new messages recheck who leads
+            self._wake_publishers()  # a msg id in flight may never be applied now
             if out.role == Role.LEADER:
                 # serve writes only once everything in our log is applied
                 self._ready_index = group.node.raft.log.last_index()
@@ -186,7 +191,12 @@ class StreamReplica:
         self._stored.set()
         self._stored = asyncio.Event()
 
+    def _wake_publishers(self) -> None:
+        self._applied.set()
+        self._applied = asyncio.Event()
+
     def _after_apply(self, results: list[ApplyResult]) -> None:
+        self._wake_publishers()
         last = self.engine.last_seq
         if last != self._stored_seq:
             self._stored_seq = last
@@ -240,6 +250,7 @@ class StreamReplica:
             # lost leadership between the check and the proposal, or raft dropped it
             if self.engine.is_leader:
                 self.engine.restart_projection()
+                self._wake_publishers()
         except Exception:
             log.exception("stream upkeep failed on %s", self.host.name)
         try:
@@ -286,11 +297,13 @@ class StreamReplica:
                 # still leading, so raft dropped the proposal (a leadership transfer is
                 # under way): none of what we projected is in the log; start again
                 self.engine.restart_projection()
+                self._wake_publishers()  # msg ids waited on may be free now
             raise
         except APIError:
             # what we projected may never commit: start the projection again
             if self.engine.is_leader:
                 self.engine.restart_projection()
+                self._wake_publishers()
             raise
 
     # -- raft transport ---------------------------------------------------------------------
@@ -358,15 +371,33 @@ class StreamReplica:
                       ) -> list[Any]:
         """Store ``(subject, data, headers)`` messages. One answer each: the stored
         sequence (an int; the client makes the PubAck), a PubAck (duplicates, counters,
-        batches) or the APIError that refused it."""
+        batches) or the APIError that refused it. A message whose Nats-Msg-Id meets an
+        earlier copy still in flight (a client's retry, or the same id sent twice at once)
+        waits for that copy's outcome: its PubAck marked duplicate once the copy is stored,
+        or its own admission if the copy never was."""
         self._require_writable()
-        engine = self.engine
+        deadline = time.monotonic() + timeout
         answers: list[Any] = [None] * len(msgs)
-        ops, slots = [], []
-        for i, item in enumerate(msgs):
+        waiting, proposed = await self._publish_rows(msgs, range(len(msgs)), answers, deadline)
+        await self._settle_in_flight(msgs, waiting, answers, deadline, proposed)
+        return answers
+
+    async def _publish_rows(self, msgs: list[tuple], rows: Any, answers: list[Any],
+                            deadline: float) -> tuple[list[int], bool]:
+        """Admit and propose ``rows`` of ``msgs``, filling ``answers``: the rows whose msg
+        id is in flight already (their answer a DuplicateInProcessError for now), and
+        whether anything was proposed (and applied) meanwhile."""
+        engine = self.engine
+        ops, slots, waiting = [], [], []
+        for i in rows:
+            item = msgs[i]
             subject, data, headers = item if len(item) == 3 else (*item, None)
             try:
                 op = engine.prepare_publish(subject, data, headers)
+            except DuplicateInProcessError as err:
+                answers[i] = err
+                waiting.append(i)
+                continue
             except APIError as err:
                 answers[i] = err
                 continue
@@ -376,19 +407,59 @@ class StreamReplica:
                 ops.append(op)
                 slots.append(i)
         if ops:
-            results = await self._propose_ops(ops, timeout)
+            results = await self._propose_ops(ops, max(0.001, deadline - time.monotonic()))
             for i, r in zip(slots, results, strict=True):
                 answers[i] = r.answer
-        return answers
+        return waiting, bool(ops)
+
+    async def _settle_in_flight(self, msgs: list[tuple], rows: list[int], answers: list[Any],
+                                deadline: float, proposed: bool) -> None:
+        """Admit ``rows`` again each time an entry is applied (at once when we just applied
+        our own) until their copies in flight are settled or ``deadline`` passes (then they
+        keep their 10158)."""
+        while rows:
+            if not proposed and not await self._until_applied(deadline):
+                return
+            try:
+                # the rows answered before keep their answers: they are stored
+                self._require_writable()
+                rows, proposed = await self._publish_rows(msgs, rows, answers, deadline)
+            except APIError as err:
+                for i in rows:
+                    answers[i] = err
+                return
+
+    async def _until_applied(self, deadline: float) -> bool:
+        """Wait until this replica applies another entry (what settles a copy in flight)
+        or its projection starts again; False when ``deadline`` passed first."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        applied = self._applied
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(applied.wait(), left)
+        return applied.is_set() or time.monotonic() < deadline
 
     async def publish_columns(self, batch: Any, timeout: float = DEFAULT_TIMEOUT
                               ) -> dict[str, Any]:
         """Store a pyarrow batch of messages (see engine.columnar); the compact answer of
-        :meth:`ColumnPlan.answer`."""
+        :meth:`ColumnPlan.answer`. Rows whose msg id is in flight wait for its outcome as
+        :meth:`publish` does."""
         self._require_writable()
+        deadline = time.monotonic() + timeout
         plan = self.engine.prepare_columns(batch)
         results = await self._propose_ops(plan.ops, timeout) if plan.ops else []
-        return plan.answer(results)
+        answer = plan.answer(results)
+        rows = answer["rows"]
+        waiting = sorted(r for r, a in rows.items() if isinstance(a, DuplicateInProcessError))
+        if waiting:
+            cols = message_columns(batch)
+            msgs = [cols.message(r) for r in waiting]
+            again: list[Any] = list(map(rows.get, waiting))
+            await self._settle_in_flight(msgs, list(range(len(msgs))), again, deadline,
+                                         bool(plan.ops))
+            rows.update(zip(waiting, again, strict=True))
+        return answer
 
     async def publish_atomic(self, msgs: list[tuple], batch_id: str,
                              timeout: float = DEFAULT_TIMEOUT) -> Any:

@@ -66,9 +66,11 @@ def test_a_table_stores_and_answers_as_the_list_form(js, stream_name):
             break
     assert isinstance(acks, column_publish.PubAcks) and len(acks) == len(listed)
     assert [shape(a) for a in acks] == [shape(a) for a in listed]
-    assert [shape(a) for a in acks] == [("ack", 1, False), ("err", 10054), ("err", 10158),
+    # a msg id sent twice in one call: the second copy waits for the first and is
+    # answered as its duplicate (nats-server acks concurrent copies of one id alike)
+    assert [shape(a) for a in acks] == [("ack", 1, False), ("err", 10054), ("ack", 1, True),
                                         ("ack", 2, False), ("ack", 3, False)]
-    assert list(acks.seqs) == [1, 0, 0, 2, 3] and sorted(acks.errors) == [1, 2]
+    assert list(acks.seqs) == [1, 0, 1, 2, 3] and sorted(acks.errors) == [1]
     assert [r[2:] for r in _stored(js, f"{name}T")] == [r[2:] for r in _stored(js, f"{name}L")]
     # the same ids again: duplicates of what is stored
     again = js.publish_batch(table.slice(0, 1))
@@ -140,9 +142,10 @@ def test_a_long_list_crosses_as_columns_and_answers_as_the_short_form(js, stream
     answers = js.publish_batch(msgs)
     assert isinstance(answers, list) and len(answers) == 100
     # ids m0..m9 come again in rows 90..99 (m5 and m6 were replaced in rows 5 and 6)
-    refused = [i for i, a in enumerate(answers) if not isinstance(a, PubAck)]
-    assert refused == [90, 91, 92, 93, 94, 97, 98, 99]
-    assert all(answers[i].err_code == 10158 for i in refused)
+    assert all(isinstance(a, PubAck) for a in answers)
+    duplicates = [i for i, a in enumerate(answers) if a.duplicate]
+    assert duplicates == [90, 91, 92, 93, 94, 97, 98, 99]
+    assert all(answers[i].seq == answers[i - 90].seq for i in duplicates)
     assert [answers[i].seq for i in (0, 5, 6, 95, 96)] == [1, 6, 7, 91, 92]
     assert js.get_msg(s, 6).headers == {"k": "v", "Nats-Msg-Id": "x"}
     assert js.get_msg(s, 7).headers == {"Nats-Msg-Id": ""}
