@@ -54,6 +54,7 @@ from rayjet.errors import (
 )
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.storage.config import ALWAYS, DEFAULT_SYNC_INTERVAL
 
 log = logging.getLogger(__name__)
@@ -204,19 +205,26 @@ class ConsumerReplica:
         self.reader = ReadAhead(self.remote)
         self._taking_lead: asyncio.Task | None = None
         self._last_info_reads: tuple[list, list] | None = None
-        self.engine = ConsumerEngine(cfg, stream_cfg, self.reader,
-                                     SYSTEM_CLOCK, created_ns=created_ns or None, name=name)
         memory = (cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
                   or in_leader is not None)
         # the log is fsynced as the stream's is (sync_interval): nats-server keeps a
         # consumer's state on disk on the same terms as its stream's messages
         sync = (stream_cfg.sync_interval if stream_cfg.sync_interval is not None
                 else DEFAULT_SYNC_INTERVAL)
-        storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft",
-                                                            sync_interval=sync)
-        rgroup = ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine), voters=voters,
-                              options=actor_group_options(sync_always=not memory
-                                                          and sync == ALWAYS))
+
+        def open_replica() -> ReplicaGroup:
+            self.engine = ConsumerEngine(cfg, stream_cfg, self.reader, SYSTEM_CLOCK,
+                                         created_ns=created_ns or None, name=name)
+            storage = MemoryLog() if memory else FileLogStorage(self.dir / "raft",
+                                                                sync_interval=sync)
+            return ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine),
+                                voters=voters, options=actor_group_options(
+                                    sync_always=not memory and sync == ALWAYS))
+
+        # a log that cannot be loaded: rejoin the group empty and catch up (see rejoin)
+        rgroup, self.damage = open_or_rejoin(self.dir, self.dir / "raft", open_replica,
+                                             f"consumer {self.stream_name}>{name} "
+                                             f"replica {replica_id}")
         if in_leader is None:
             send = PeerSender(lambda peer: consumer_actor_name(group, peer))
             self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
@@ -874,6 +882,7 @@ class ConsumerReplica:
         st = self.group.status()
         st["writable"] = self.engine.is_leader
         st["ack_outbox"] = len(self._outbox)  # acks the stream has not confirmed yet
+        st["damage"] = self.damage  # what made this replica rejoin empty at its start
         return st
 
     async def until_leading(self, timeout: float) -> None:

@@ -46,6 +46,7 @@ from rayjet.errors import (
 )
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
 from rayjet.replication import MemoryLog, Output, ReplicaGroup
+from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.replication.stream_files import open_stream_files
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
 from rayjet.storage import MemStore
@@ -106,15 +107,22 @@ class StreamReplica:
         self.created_ns = created_ns
         self.dir = replica_dir(data_dir, group, replica_id)
         sync = cfg.sync_interval if cfg.sync_interval is not None else 120.0
-        if cfg.storage is StorageType.FILE:
-            store, raft_log = open_stream_files(self.dir, store_config(cfg, sync_interval=sync))
-        else:
-            store = MemStore(store_config(cfg))
-            raft_log = MemoryLog()
-        self.machine = StreamMachine(cfg, store)
+
+        def open_replica() -> tuple[StreamMachine, ReplicaGroup]:
+            if cfg.storage is StorageType.FILE:
+                store, raft_log = open_stream_files(self.dir,
+                                                    store_config(cfg, sync_interval=sync))
+            else:
+                store, raft_log = MemStore(store_config(cfg)), MemoryLog()
+            machine = StreamMachine(cfg, store)
+            return machine, ReplicaGroup(
+                replica_id, raft_log, machine, voters=voters,
+                options=actor_group_options(sync_always=sync == "always"))
+
+        # files that cannot be loaded: rejoin the group empty and catch up (see rejoin)
+        (self.machine, rgroup), self.damage = open_or_rejoin(
+            self.dir, self.dir / "raft", open_replica, f"stream {cfg.name} replica {replica_id}")
         self.machine.on_applied.append(self._after_apply)
-        rgroup = ReplicaGroup(replica_id, raft_log, self.machine, voters=voters,
-                              options=actor_group_options(sync_always=sync == "always"))
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"{cfg.name}/{replica_id}",
@@ -342,6 +350,7 @@ class StreamReplica:
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
         st["store_copy"] = dict(self._copy.stats)
+        st["damage"] = self.damage  # what made this replica rejoin empty at its start
         st["upkeep_passes"] = self._upkeep_passes  # an idle replica's count stands still
         st["reads_served"] = self._reads_served  # consumer reads answered
         # what the file store's last open replayed (index files and checkpoint cover the rest)

@@ -67,6 +67,11 @@ class Raft:
         # the application turns this off while its state machine is not usable (a replica
         # copying its state from a peer): such a node votes but never stands for election
         self.campaign_allowed = True
+        # a replica that lost its log (damage) rejoins empty: what it acknowledged and
+        # voted for before is gone, so it neither votes nor stands for election until its
+        # log holds a committed entry of its leader's term (then it holds every entry
+        # committed before that leader was elected)
+        self.rejoining = False
         self.quiet = False  # quiescent: ticks do nothing until something wakes it
         self._idle_ticks = 0  # leader: ticks since its log last grew
         self._idle_mark = 0
@@ -98,7 +103,7 @@ class Raft:
 
     def promotable(self) -> bool:
         return self.id in self.prs and self.id in self.voters and \
-            self.log.unstable.snapshot is None and self.campaign_allowed
+            self.log.unstable.snapshot is None and self.campaign_allowed and not self.rejoining
 
     # -- role changes ----------------------------------------------------------------------
     def _reset(self, term: int) -> None:
@@ -334,7 +339,7 @@ class Raft:
             self._step_candidate(m)
 
     def _handle_vote_request(self, m: Message) -> None:
-        can_vote = (self.vote == m.frm
+        can_vote = not self.rejoining and (self.vote == m.frm
                     or (self.vote is None and self.lead is None)
                     or (m.type == MT.PRE_VOTE and m.term > self.term))
         resp = MT.VOTE_RESP if m.type == MT.VOTE else MT.PRE_VOTE_RESP
@@ -356,8 +361,15 @@ class Raft:
             self.election_elapsed = 0
             self.lead = m.frm
             self._handle_leader_message(m)
+            if self.rejoining:
+                self._check_rejoined()
         elif m.type == MT.TIMEOUT_NOW:
             self.hup(transfer=True)
+
+    def _check_rejoined(self) -> None:
+        committed = self.log.committed
+        if committed > 0 and self.log.term_or_zero(committed) == self.term:
+            self.rejoining = False
 
     def _step_candidate(self, m: Message) -> None:
         if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP):

@@ -111,6 +111,11 @@ class ReplicaGroup:
             bootstrap(storage, sorted(voters))
             storage.sync()
             self.fresh = True
+        # the log was lost to damage and this replica rejoins empty (see rayjet.raft's
+        # Raft.rejoining): it says so until it has caught up with a leader
+        self.rejoining = bool(getattr(storage, "rejoining", False))
+        if self.rejoining:
+            self.fresh = False  # never the new group's first leader
         hard = storage.initial_state()[0]
         self._vote = (hard.term, hard.vote)  # the term and vote known to be durable
         snap = storage.snapshot()
@@ -126,6 +131,7 @@ class ReplicaGroup:
             max_inflight_msgs=self.opts.max_inflight_msgs,
             notify_commit=self.opts.notify_commit, quiesce_after=self.opts.quiesce_after,
             rng=rng), storage)
+        self.node.raft.rejoining = self.rejoining
         self.applied = snap.meta.index
         self._applied_bytes = 0  # entry data applied since the last compaction
         self._handed = snap.meta.index  # the last committed entry raft handed us
@@ -236,6 +242,9 @@ class ReplicaGroup:
                 self._applied_bytes += len(entry.data)
             out.read_states.extend((rs.index, rs.request_ctx) for rs in rd.read_states)
             self.node.advance(rd)
+        if self.rejoining and not self.node.raft.rejoining:
+            self.storage.rejoined()  # durable: a restart from here votes again
+            self.rejoining = False
         self._maybe_compact()
         return out
 
@@ -314,6 +323,6 @@ class ReplicaGroup:
         return {"id": st.id, "role": st.role.value, "term": st.term, "leader": st.lead,
                 "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
                 "first_index": self.storage.first_index(), "snapshot_index": self.snapshot_index,
-                "copying": self.copying, "quiet": self.quiet,
+                "copying": self.copying, "quiet": self.quiet, "rejoining": self.rejoining,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
                 "progress": st.progress}

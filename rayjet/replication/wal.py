@@ -79,6 +79,9 @@ def _interval_ns(sync_interval: float | str | None) -> int | None:
     return 0 if sync_interval == ALWAYS else round(float(sync_interval) * NANOS_PER_SECOND)
 
 
+REJOINING = "REJOINING"  # marker: this log replaced one lost to damage (rayjet.replication.rejoin)
+
+
 class FileLogStorage:
     """Raft log storage in ``directory`` (``wal.log`` plus ``snapshot.bin``)."""
 
@@ -126,6 +129,19 @@ class FileLogStorage:
     @property
     def hard_state(self) -> HardState:
         return self._mem.hard_state
+
+    @property
+    def rejoining(self) -> bool:
+        """Whether this log replaced one lost to damage and has not caught up since."""
+        return (self.dir / REJOINING).exists()
+
+    def rejoined(self) -> None:
+        """Caught up with a leader: this replica's vote counts again (durably)."""
+        marker = self.dir / REJOINING
+        if marker.exists():
+            self.sync()
+            marker.unlink()
+            fsync_dir(self.dir)
 
     # -- writes -----------------------------------------------------------------------------
     def append(self, ents: Sequence[Entry]) -> None:
@@ -322,6 +338,11 @@ class FileLogStorage:
 
 class MemoryLog(MemoryLogStorage):
     """The in-memory log for memory-storage streams: same write API, nothing to sync."""
+
+    rejoining = False
+
+    def rejoined(self) -> None:
+        pass
 
     def save(self, hard_state: HardState | None, entries: Sequence[Entry],
              snapshot: Snapshot | None = None) -> None:
