@@ -55,7 +55,7 @@ from rayjet.errors import (
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
 from rayjet.replication.rejoin import open_or_rejoin
-from rayjet.storage.config import ALWAYS, DEFAULT_SYNC_INTERVAL
+from rayjet.storage.config import DEFAULT_SYNC_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,8 @@ class ConsumerReplica:
         self._last_info_reads: tuple[list, list] | None = None
         memory = (cfg.mem_storage or stream_cfg.storage is StorageType.MEMORY
                   or in_leader is not None)
-        # the log is fsynced as the stream's is (sync_interval): nats-server keeps a
-        # consumer's state on disk on the same terms as its stream's messages
+        # a replica fsyncs entries before acknowledging them (one fsync per loop turn, as
+        # the stream's replicas do); the stream's sync_interval paces the rest of the log
         sync = (stream_cfg.sync_interval if stream_cfg.sync_interval is not None
                 else DEFAULT_SYNC_INTERVAL)
 
@@ -219,7 +219,7 @@ class ConsumerReplica:
                                                                 sync_interval=sync)
             return ReplicaGroup(replica_id, storage, ConsumerMachine(self.engine),
                                 voters=voters, options=actor_group_options(
-                                    sync_always=not memory and sync == ALWAYS))
+                                    sync_always=not memory))
 
         # a log that cannot be loaded: rejoin the group empty and catch up (see rejoin)
         rgroup, self.damage = open_or_rejoin(self.dir, self.dir / "raft", open_replica,

@@ -109,6 +109,12 @@ class RaftHost:
         self._task: asyncio.Task | None = None
         self._read_seq = 0
         self.on_output: list[Callable[[Output], None]] = []
+        # group commit: messages that acknowledge entries wait for one fsync per loop turn
+        opts = getattr(group, "opts", None)
+        group.defer_sync = bool(opts is not None and opts.sync_always)
+        self._held: dict[str, list[Message]] = defaultdict(list)
+        self._sync_scheduled = False
+        self.sync_batches = 0  # fsyncs that let held messages go (status reports it)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, *, lead_at_once: bool = False) -> None:
@@ -331,15 +337,20 @@ class RaftHost:
     # -- the pump ---------------------------------------------------------------------------
     def pump(self) -> Output:
         out = self.group.process()
-        if out.messages:
-            by_peer: dict[str, list[Message]] = defaultdict(list)
-            for m in out.messages:
-                by_peer[m.to].append(m)
-            for peer, msgs in by_peer.items():
-                try:
-                    self.send(peer, msgs)
-                except Exception:  # an unreachable peer: raft retries on its own
-                    self.group.report_unreachable(peer)
+        if out.messages or self._held:
+            if out.sync_first or self._sync_scheduled:
+                # after the fsync that makes the entries they acknowledge durable, which
+                # runs before the proposers answered below resume (the loop is FIFO)
+                for m in out.messages:
+                    self._held[m.to].append(m)
+                self._schedule_sync()
+            else:
+                by_peer: dict[str, list[Message]] = defaultdict(list)
+                for m in out.messages:
+                    by_peer[m.to].append(m)
+                self._send_all(by_peer)
+        elif out.sync_first:
+            self._schedule_sync()  # a group of one answers its proposers after the fsync
         for peer in out.snapshots_sent:
             self.group.report_snapshot(peer, True)
         for cc, _conf in out.conf_changes:
@@ -385,6 +396,37 @@ class RaftHost:
         if not self.group.quiet:
             self._woken.set()
         return out
+
+    def _send_all(self, by_peer: dict[str, list[Message]]) -> None:
+        for peer, msgs in by_peer.items():
+            try:
+                self.send(peer, msgs)
+            except Exception:  # an unreachable peer: raft retries on its own
+                self.group.report_unreachable(peer)
+
+    def _schedule_sync(self) -> None:
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            asyncio.get_running_loop().call_soon(self._sync_and_send)
+
+    def _sync_and_send(self) -> None:
+        """One fsync for every entry written since the last, then the messages held."""
+        self._sync_scheduled = False
+        try:
+            if self.group.sync_pending:
+                self.group.sync()
+                self.sync_batches += 1
+        except Exception:
+            log.exception("raft log sync failed on %s: holding its acknowledgements", self.name)
+            self._schedule_sync_retry()
+            return
+        held, self._held = self._held, defaultdict(list)
+        self._send_all(held)
+
+    def _schedule_sync_retry(self) -> None:
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            asyncio.get_running_loop().call_later(self.tick_seconds, self._sync_and_send)
 
     def _fail_waiters(self, err: Exception) -> None:
         waiters, self._waiters = self._waiters, {}

@@ -117,7 +117,11 @@ class StreamReplica:
             machine = StreamMachine(cfg, store)
             return machine, ReplicaGroup(
                 replica_id, raft_log, machine, voters=voters,
-                options=actor_group_options(sync_always=sync == "always"))
+                # an acknowledgement means a majority holds the entry durably: entries
+                # are fsynced (one fsync per event-loop turn) before a replica acknowledges
+                # them, whatever sync_interval says (that paces the store's block files,
+                # which the log covers until a snapshot, taken after the store syncs)
+                options=actor_group_options(sync_always=cfg.storage is StorageType.FILE))
 
         # files that cannot be loaded: rejoin the group empty and catch up (see rejoin)
         (self.machine, rgroup), self.damage = open_or_rejoin(

@@ -75,6 +75,10 @@ class Output:
     applied: list[Applied] = field(default_factory=list)
     conf_changes: list[tuple[ConfChange, ConfState]] = field(default_factory=list)
     read_states: list[tuple[int, bytes]] = field(default_factory=list)
+    # the log holds entries not yet fsynced that ``messages`` acknowledge (or that were
+    # applied for a group of one): make it durable (ReplicaGroup.sync) before sending them
+    # or answering proposers (see ReplicaGroup.defer_sync)
+    sync_first: bool = False
     role: Role | None = None  # set when the role changed
     leader: str | None = None
     snapshots_sent: list[str] = field(default_factory=list)  # peers to report_snapshot for
@@ -84,7 +88,7 @@ class Output:
 class GroupOptions:
     election_tick: int = 10
     heartbeat_tick: int = 1
-    sync_always: bool = False  # fsync entries before acknowledging them
+    sync_always: bool = False  # fsync entries before acknowledging (or applying) them
     snapshot_every: int = 8192  # applied entries between compactions
     snapshot_bytes: int = 16 << 20  # or applied entry bytes, whichever comes first: the
     # raft log keeps its entries since the last compaction in memory, and a restart
@@ -138,6 +142,11 @@ class ReplicaGroup:
         self._snapshot_due = False  # take a local snapshot as soon as the log allows
         self.copying = False
         self._set_copying(copying)
+        # the shell batches fsyncs: entries are handed to the OS in ``process`` and one
+        # ``sync`` covers every process call of an event-loop turn (group commit); off, each
+        # process call fsyncs entries itself before returning its messages
+        self.defer_sync = False
+        self.sync_pending = False
         self.role = Role.FOLLOWER
         self.leader: str | None = None
 
@@ -204,10 +213,15 @@ class ReplicaGroup:
             # nothing); a new term or vote and snapshots are fsynced, also when entries
             # travel with them (etcd's MustSync), entries alone only under "always"
             vote = (rd.hard_state.term, rd.hard_state.vote) if rd.hard_state else self._vote
-            if (self.opts.sync_always and rd.must_sync or vote != self._vote
-                    or rd.snapshot is not None):
-                self.storage.sync()
+            if vote != self._vote or rd.snapshot is not None:
+                self.sync()
                 self._vote = vote
+            elif self.opts.sync_always and rd.entries:
+                if self.defer_sync:
+                    self.storage.flush()
+                    self.sync_pending = out.sync_first = True
+                else:
+                    self.sync()
             elif rd.hard_state is not None or rd.entries:
                 self.storage.flush()
             for m in rd.messages:
@@ -247,6 +261,11 @@ class ReplicaGroup:
             self.rejoining = False
         self._maybe_compact()
         return out
+
+    def sync(self) -> None:
+        """Make everything ``process`` wrote durable (what ``Output.sync_first`` asks)."""
+        self.storage.sync()
+        self.sync_pending = False
 
     def _apply_conf_change(self, data: bytes, out: Output) -> ConfState:
         cc = ConfChange.decode(data)
