@@ -28,6 +28,7 @@ from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
 from rayjet.raft import ConfChange, ConfChangeType, Message, ProposalDroppedError, Role
 from rayjet.replication import GroupOptions, Output, ReplicaGroup
+from rayjet.replication.group import ReplicaFailedError
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class RaftHost:
         opts = getattr(group, "opts", None)
         group.defer_sync = bool(opts is not None and opts.sync_always)
         self._held: dict[str, list[Message]] = defaultdict(list)
+        self._held_applied: list = []  # applied, to answer once the fsync covers them
         self._sync_scheduled = False
         self.sync_batches = 0  # fsyncs that let held messages go (status reports it)
 
@@ -142,6 +144,7 @@ class RaftHost:
     async def _tick_loop(self) -> None:
         flush_every = max(1, round(METRICS_EVERY / self.tick_seconds))
         ticks = 0
+        failed = False
         while True:
             if self.group.quiet:
                 self._watch_leader()
@@ -149,6 +152,12 @@ class RaftHost:
                 await self._woken.wait()
                 continue
             await asyncio.sleep(self.tick_seconds)
+            if self.group.failure is not None:
+                if not failed:
+                    failed = True
+                    log.error("%s takes no part in its group any more: %s", self.name,
+                              self.group.failure)
+                continue
             try:
                 self.group.tick()
                 self.pump()
@@ -358,23 +367,13 @@ class RaftHost:
                 forget = getattr(self.send, "forget", None)
                 if forget is not None:
                     forget(cc.node_id)  # a removed peer's handle must not outlive it
-        for applied in out.applied:
-            waiter = self._waiters.pop(applied.index, None)
-            if waiter is None:
-                continue
-            term, fut, proposed_at = waiter
-            if term == applied.term and self.metrics is not None:
-                self.metrics.committed(time.perf_counter() - proposed_at)
-            if fut.done():
-                continue
-            if term != applied.term:
-                fut.set_exception(NotLeaderError(
-                    f"{self.name}: the proposal was replaced by a new leader; retry",
-                    group=self.name))
-            elif isinstance(applied.result, BaseException):
-                fut.set_exception(applied.result)
+        if out.applied:
+            if out.sync_first or self._sync_scheduled:
+                # a group of one applied entries the fsync has not covered yet: their
+                # proposers are answered once it has
+                self._held_applied.extend(out.applied)
             else:
-                fut.set_result(applied.result)
+                self._answer(out.applied)
         for index, ctx in out.read_states:
             fut = self._reads.pop(ctx, None)
             if fut is not None:
@@ -397,6 +396,25 @@ class RaftHost:
             self._woken.set()
         return out
 
+    def _answer(self, applied: list) -> None:
+        for a in applied:
+            waiter = self._waiters.pop(a.index, None)
+            if waiter is None:
+                continue
+            term, fut, proposed_at = waiter
+            if term == a.term and self.metrics is not None:
+                self.metrics.committed(time.perf_counter() - proposed_at)
+            if fut.done():
+                continue
+            if term != a.term:
+                fut.set_exception(NotLeaderError(
+                    f"{self.name}: the proposal was replaced by a new leader; retry",
+                    group=self.name))
+            elif isinstance(a.result, BaseException):
+                fut.set_exception(a.result)
+            else:
+                fut.set_result(a.result)
+
     def _send_all(self, by_peer: dict[str, list[Message]]) -> None:
         for peer, msgs in by_peer.items():
             try:
@@ -412,21 +430,23 @@ class RaftHost:
     def _sync_and_send(self) -> None:
         """One fsync for every entry written since the last, then the messages held."""
         self._sync_scheduled = False
+        held, self._held = self._held, defaultdict(list)
+        applied, self._held_applied = self._held_applied, []
         try:
             if self.group.sync_pending:
                 self.group.sync()
                 self.sync_batches += 1
-        except Exception:
-            log.exception("raft log sync failed on %s: holding its acknowledgements", self.name)
-            self._schedule_sync_retry()
+        except Exception as exc:
+            # what the held messages acknowledge may not be on disk: they never leave, and
+            # the replica stops (a restart reopens it from what its files hold)
+            self.group.failure = f"fsync of the raft log failed: {type(exc).__name__}: {exc}"
+            log.error("%s stopped: %s", self.name, self.group.failure)
+            self._fail_waiters(ReplicaFailedError(
+                spec="STREAM_STORE_FAILED",
+                description=f"replica {self.name} stopped: {self.group.failure}"))
             return
-        held, self._held = self._held, defaultdict(list)
         self._send_all(held)
-
-    def _schedule_sync_retry(self) -> None:
-        if not self._sync_scheduled:
-            self._sync_scheduled = True
-            asyncio.get_running_loop().call_later(self.tick_seconds, self._sync_and_send)
+        self._answer(applied)
 
     def _fail_waiters(self, err: Exception) -> None:
         waiters, self._waiters = self._waiters, {}

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rayjet.errors import APIError, StoreFailedError, StoreLimitError
 from rayjet.raft import (
     ConfChange,
     Config,
@@ -58,6 +59,19 @@ class StateMachine(Protocol):
 
     def sync(self) -> None:
         """Make applied state durable (before the log entries holding it are dropped)."""
+
+
+class ReplicaFailedError(StoreFailedError):
+    """This replica could not apply a committed entry (a disk error, damage found while
+    applying): it stopped taking part in its group rather than diverge from it."""
+
+
+def is_local_failure(exc: BaseException) -> bool:
+    """Whether an exception raised by applying an entry is this replica's own trouble
+    (every replica would not raise it alike) rather than a refusal for the proposer."""
+    if isinstance(exc, StoreFailedError):
+        return not isinstance(exc, StoreLimitError)
+    return not isinstance(exc, APIError)
 
 
 @dataclass(slots=True)
@@ -147,6 +161,7 @@ class ReplicaGroup:
         # process call fsyncs entries itself before returning its messages
         self.defer_sync = False
         self.sync_pending = False
+        self.failure: str | None = None  # why this replica stopped (see ReplicaFailedError)
         self.role = Role.FOLLOWER
         self.leader: str | None = None
 
@@ -202,6 +217,9 @@ class ReplicaGroup:
 
     # -- the Ready loop ---------------------------------------------------------------------
     def process(self) -> Output:
+        if self.failure is not None:
+            raise ReplicaFailedError(spec="STREAM_STORE_FAILED",
+                                     description=f"replica {self.id} stopped: {self.failure}")
         out = Output()
         while self.node.has_ready():
             rd = self.node.ready()
@@ -245,10 +263,7 @@ class ReplicaGroup:
                 elif self.copying or entry.index <= self.applied:
                     continue  # the copy will hold it (or already did)
                 elif entry.data:
-                    try:
-                        result = self.sm.apply(entry.index, entry.data)
-                    except Exception as exc:  # the proposer gets the error; replicas agree
-                        result = exc
+                    result = self._apply(entry.index, entry.data)
                 else:
                     result = None  # the empty entry a new leader appends
                 out.applied.append(Applied(entry.index, entry.term, result))
@@ -261,6 +276,21 @@ class ReplicaGroup:
             self.rejoining = False
         self._maybe_compact()
         return out
+
+    def _apply(self, index: int, data: bytes) -> Any:
+        """Apply one entry: its value, or the refusal every replica makes alike (the
+        proposer gets it). Anything else (a disk error, damage) stops this replica: it
+        applies, acknowledges and votes no more, so it cannot diverge from its group; a
+        restart reopens it from its files."""
+        try:
+            return self.sm.apply(index, data)
+        except Exception as exc:
+            if not is_local_failure(exc):
+                return exc
+            self.failure = f"applying entry {index} failed: {type(exc).__name__}: {exc}"
+            raise ReplicaFailedError(spec="STREAM_STORE_FAILED",
+                                     description=f"replica {self.id} stopped: {self.failure}"
+                                     ) from exc
 
     def sync(self) -> None:
         """Make everything ``process`` wrote durable (what ``Output.sync_first`` asks)."""
@@ -290,10 +320,7 @@ class ReplicaGroup:
                 if entry.type == EntryType.CONF_CHANGE:
                     result: Any = self.conf_state  # applied when raft handed it over
                 elif entry.data:
-                    try:
-                        result = self.sm.apply(entry.index, entry.data)
-                    except Exception as exc:  # noqa: BLE001 - answers its proposer
-                        result = exc
+                    result = self._apply(entry.index, entry.data)
                 else:
                     result = None
                 done.append(Applied(entry.index, entry.term, result))
@@ -343,5 +370,6 @@ class ReplicaGroup:
                 "commit": st.commit, "applied": self.applied, "last_index": st.last_index,
                 "first_index": self.storage.first_index(), "snapshot_index": self.snapshot_index,
                 "copying": self.copying, "quiet": self.quiet, "rejoining": self.rejoining,
+                "failure": self.failure,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
                 "progress": st.progress}

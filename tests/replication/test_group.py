@@ -14,6 +14,7 @@ from rayjet.raft import (
     ProposalDroppedError,
     Role,
 )
+from rayjet.errors import BadRequestError
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, ReplicaGroup
 
 
@@ -24,11 +25,14 @@ class ListMachine:
         self.items: list[tuple[int, bytes]] = durable if durable is not None else []
         self.synced = 0
         self.restores = []
+        self.fail_with: Exception | None = None  # this replica's disk failing
 
     def apply(self, index, data):
         assert not self.items or index > self.items[-1][0], "replay must be exact"
         if data == b"boom":
-            raise ValueError("refused")
+            raise BadRequestError("refused")
+        if self.fail_with is not None:
+            raise self.fail_with
         self.items.append((index, data))
         return len(self.items)
 
@@ -138,7 +142,7 @@ def test_state_machine_errors_reach_the_proposer_and_replicas_agree():
     leader = net.elect()
     index, _ = leader.propose(b"boom")
     net.run()
-    assert isinstance(applied_results(net, leader.id)[index].result, ValueError)
+    assert isinstance(applied_results(net, leader.id)[index].result, BadRequestError)
     assert all(g.sm.items == [] for g in net.groups.values())
 
 
