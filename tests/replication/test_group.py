@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from rayjet.errors import BadRequestError
 from rayjet.raft import (
     ConfChange,
     ConfChangeType,
@@ -14,7 +15,6 @@ from rayjet.raft import (
     ProposalDroppedError,
     Role,
 )
-from rayjet.errors import BadRequestError
 from rayjet.replication import FileLogStorage, GroupOptions, MemoryLog, ReplicaGroup
 
 
