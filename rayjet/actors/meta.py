@@ -29,6 +29,7 @@ from rayjet.actors.raft_host import (
     ACTOR_HEARTBEAT_TICKS,
     ACTOR_NOTIFY_COMMIT,
     RaftHost,
+    positive_env,
     quiesce_ticks,
 )
 from rayjet.actors.router import PeerSender
@@ -43,12 +44,42 @@ from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, GroupOptions, Output, ReplicaGroup
+from rayjet.replication.rejoin import open_or_rejoin
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 10.0
 RECONCILE_EVERY = 2.0
 COLLECT_EVERY = 60.0  # seconds between orphan collections (and at once on becoming leader)
+MEMBER_STATE_TIMEOUT = 2.0  # seconds cluster_info waits on another member's status
+REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open its files
+META_COMPACT_ENV = "RAYJET_META_COMPACT_ENTRIES"  # applied entries between snapshots
+META_COMPACT_ENTRIES = 1024
+
+
+def meta_group_options() -> GroupOptions:
+    return GroupOptions(sync_always=True,
+                        snapshot_every=positive_env(META_COMPACT_ENV, META_COMPACT_ENTRIES),
+                        election_tick=ACTOR_ELECTION_TICKS, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks())
+
+
+def unsettled(group: ReplicaGroup) -> str | None:
+    """Why ``group``'s catalogue may not be the committed one (None: it is). Only a leader
+    that committed an entry of its own term holds every entry any earlier leader committed,
+    and only once it applied them is its catalogue complete: a stale or damaged member
+    that deleted what its catalogue lacks would destroy live streams."""
+    if not group.is_leader:
+        return "not the leader"
+    if group.rejoining:
+        return "rejoining after damage"
+    raft = group.node.raft
+    committed = raft.log.committed
+    if committed == 0 or raft.log.term_or_zero(committed) != raft.term:
+        return f"no entry of term {raft.term} committed yet"
+    if group.applied < committed:
+        return f"applied {group.applied} of {committed} committed entries"
+    return None
 
 
 class MetaMachine:
@@ -104,30 +135,73 @@ class MetaMember:
         self.id = member_id
         self.members = list(members)
         self.data_dir = Path(data_dir)
+        self.tick_seconds = tick_seconds
         self.catalogue = Catalogue()
-        storage = FileLogStorage(self.data_dir / "meta" / member_id)
-        group = ReplicaGroup(member_id, storage, MetaMachine(self.catalogue),
-                             voters=self.members,
-                             options=GroupOptions(sync_always=True, snapshot_every=1024,
-                                                  election_tick=ACTOR_ELECTION_TICKS,
-                                                  heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                                                  notify_commit=ACTOR_NOTIFY_COMMIT,
-                                                  quiesce_after=quiesce_ticks()))
-        send = PeerSender(meta_actor_name)
-        self.host = RaftHost(group, send, tick_seconds=tick_seconds, watch=send.watch,
-                             name=f"meta/{member_id}", metrics=RaftMetrics("meta", "meta"))
-        self.host.on_output.append(self._on_output)
+        self.host: RaftHost | None = None
+        self.damage: str | None = None  # what made this member rejoin empty at its start
+        self.failure: str | None = None  # why it cannot open its files (it tries again)
+        self._reopening: asyncio.Task | None = None
+        self._digest: tuple[int, str] = (-1, "")  # (applied index, catalogue digest)
         self._reconciler: asyncio.Task | None = None
         self._pool_started = False
         self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
         self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
-        self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0}
+        self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0, "skipped": 0}
+        # a constructor that raises leaves a dead actor Ray never restarts, and the group
+        # one member short for good: a member that cannot open its files stays up, says
+        # why, and tries again
+        self._open()
         start_when_restarted(meta_actor_name(member_id))
+
+    def _open(self) -> bool:
+        """Open the raft log (rejoining empty when it is damaged); False when it failed."""
+        root = self.data_dir / "meta" / self.id
+
+        def opener() -> ReplicaGroup:
+            self.catalogue = Catalogue()
+            storage = FileLogStorage(root)
+            try:  # a log that contradicts itself fails here, not in FileLogStorage
+                return ReplicaGroup(self.id, storage, MetaMachine(self.catalogue),
+                                    voters=self.members, options=meta_group_options())
+            except BaseException:
+                storage.close()
+                raise
+
+        try:
+            group, damage = open_or_rejoin(root, root, opener, f"meta member {self.id}")
+        except Exception as exc:  # noqa: BLE001 - reported by status/ping, retried
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.exception("meta member %s cannot open its files in %s", self.id, root)
+            return False
+        self.damage = damage or self.damage
+        self.failure = None
+        send = PeerSender(meta_actor_name)
+        self.host = RaftHost(group, send, tick_seconds=self.tick_seconds, watch=send.watch,
+                             name=f"meta/{self.id}", metrics=RaftMetrics("meta", "meta"))
+        self.host.on_output.append(self._on_output)
+        return True
+
+    async def _reopen_loop(self) -> None:
+        while not self._open():
+            await asyncio.sleep(REOPEN_EVERY)
+        log.info("meta member %s opened its files after all", self.id)
+        self._ensure_started()
+
+    def _unavailable(self) -> NotLeaderError:
+        """What a member that could not open its files answers (and tries again). A
+        NotLeaderError without a leader: clients and connect() go on to the others."""
+        if self._reopening is None or self._reopening.done():
+            self._reopening = asyncio.get_running_loop().create_task(self._reopen_loop())
+        return NotLeaderError(f"meta member {self.id} cannot open its files "
+                              f"({self.failure}); it tries again every {REOPEN_EVERY:.0f}s",
+                              group="meta", leader=None)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _ensure_started(self) -> None:
+        if self.host is None:
+            raise self._unavailable()
         if not self._started:
             self._started = True
             self.host.start(lead_at_once=self.members[0] == self.id)
@@ -159,21 +233,53 @@ class MetaMember:
         await self.host.until_stopped()
 
     async def receive(self, messages: list[Message]) -> None:
+        if self.host is None:  # dropped, as a dead member's are (raft sends again)
+            self._unavailable()
+            return
         self._ensure_started()
         self.host.receive(messages)
 
     async def status(self) -> dict[str, Any]:
+        """The raft group's status, with ``rejoining`` (its log was lost to damage and it
+        catches up), ``damage`` (what was found at its start), ``failure`` (why it cannot
+        open its files: it has no group status then) and its catalogue's ``digest``."""
+        if self.host is None:
+            self._unavailable()
+            return {"id": self.id, "role": None, "rejoining": False, "damage": self.damage,
+                    "failure": self.failure}
         self._ensure_started()
-        return self.host.group.status()
+        st = self.host.group.status()
+        applied = self.catalogue.applied_index
+        if self._digest[0] != applied:  # computed once per catalogue state
+            self._digest = (applied, self.catalogue.digest())
+        st.update(damage=self.damage, failure=None, collected=dict(self.collected),
+                  catalogue={"applied": applied, "streams": len(self.catalogue.streams),
+                             "digest": self._digest[1]})
+        return st
 
     async def cluster_info(self) -> dict[str, Any]:
         """The meta group as its leader sees it (nats-server's ``meta_cluster``)."""
         self._require_leader()
         group = self.host.group
+        replicas = self.host.replicas() or []
+        states = await asyncio.gather(*(self._member_state(r["name"]) for r in replicas))
+        for replica, state in zip(replicas, states, strict=True):
+            replica.update(state)
         return {"name": "meta", "leader": self.id, "term": group.term,
-                "cluster_size": len(group.conf_state.voters),
-                "replicas": self.host.replicas() or [],
+                "cluster_size": len(group.conf_state.voters), "replicas": replicas,
                 "data_dir": str(self.data_dir)}  # the cluster's, whatever a client's is
+
+    async def _member_state(self, member: str) -> dict[str, Any]:
+        """What another member says of itself: ``rejoining`` (and the ``damage`` that made
+        it), or ``failure`` when it cannot open its files or does not answer."""
+        try:
+            handle = await self.host.send.handle(member)
+            st = await asyncio.wait_for(_awaited(handle.status.remote()), MEMBER_STATE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - dead, restarting or slow: say so
+            return {"rejoining": None, "damage": None,
+                    "failure": f"no status: {type(exc).__name__}: {exc}"}
+        return {"rejoining": st.get("rejoining"), "damage": st.get("damage"),
+                "failure": st.get("failure")}
 
     def _require_leader(self) -> None:
         self._ensure_started()
@@ -472,12 +578,14 @@ class MetaMember:
                 continue
             if time.monotonic() >= next_collect:
                 try:
-                    await self.collect_orphans()
-                    next_collect = time.monotonic() + COLLECT_EVERY
+                    if not (await self.collect_orphans()).get("skipped_now"):
+                        next_collect = time.monotonic() + COLLECT_EVERY
                 except (APIError, ray.exceptions.RayError) as err:
                     log.info("meta %s: collecting orphan replicas failed: %s", self.id, err)
                 except Exception:  # keep reconciling whatever happened here
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
+            if unsettled(self.host.group) is not None:
+                continue  # its catalogue may miss committed ops (a delete): wait for them
             try:
                 running = await lifecycle.running_replicas(guest_hosts=self._guest_hosts())
             except ray.exceptions.RayError as err:
@@ -521,18 +629,29 @@ class MetaMember:
                     await lifecycle.ensure_consumer_replicas(
                         ca, sa, self.data_dir, assignment_dict(sa), wait=False, peers=missing)
 
-    async def collect_orphans(self) -> dict[str, int]:
+    async def collect_orphans(self) -> dict[str, Any]:
         """Kill the replica actors, and delete this node's replica directories, of groups
         the catalogue no longer has (a stream or consumer deleted by a leader that died
         before its teardown), and stream replicas no longer among their group's peers.
 
         What exists is listed first, then a read barrier makes the catalogue reflect every
         op committed before: a replica is only created after its group's op committed, so
-        a group just added is in the catalogue and none of its replicas is collected."""
+        a group just added is in the catalogue and none of its replicas is collected.
+
+        Nothing is collected unless the catalogue is the committed one (see
+        :func:`unsettled`), checked after the barrier and again before anything goes: the
+        answer then has ``skipped_now`` (the reconcile loop tries again shortly)."""
         self._require_leader()
+        rgroup = self.host.group
+        reason = unsettled(rgroup)
+        if reason is not None:
+            return self._skip_collection(reason)
         actors = lifecycle.replica_actors(await lifecycle.running_replicas())
         dirs = await asyncio.to_thread(lifecycle.local_group_dirs, self.data_dir)
         await self._read()
+        reason, term = unsettled(rgroup), rgroup.term
+        if reason is not None:
+            return self._skip_collection(reason)
         streams = {sa.group: sa for sa in self.catalogue.streams.values()}
         consumers = {ca.group: ca for sa in streams.values() for ca in sa.consumers.values()}
         doomed: list[str] = []
@@ -560,6 +679,10 @@ class MetaMember:
                     doomed.append(a.name)
         gone = [path for kind, group, path in dirs
                 if group not in (streams if kind == "stream" else consumers)]
+        # still the leader of the term whose catalogue was read (the awaits above yield)
+        reason = unsettled(rgroup) or (None if rgroup.term == term else "a new term began")
+        if reason is not None:
+            return self._skip_collection(reason)
         if doomed:
             log.info("meta %s: collecting %d orphan replica actors: %s", self.id, len(doomed),
                      ", ".join(sorted(doomed)))
@@ -571,27 +694,84 @@ class MetaMember:
         self.collected["dirs"] += len(gone)
         return dict(self.collected)
 
+    def _skip_collection(self, reason: str) -> dict[str, Any]:
+        log.info("meta %s: not collecting orphan replicas: %s", self.id, reason)
+        self.collected["skipped"] += 1
+        return {**self.collected, "skipped_now": reason}
+
     async def shutdown(self) -> None:
-        if self._reconciler is not None:
-            self._reconciler.cancel()
-        await self.host.stop()
-        self.host.group.storage.close()
+        for task in (self._reconciler, self._reopening):
+            if task is not None:
+                task.cancel()
+        if self.host is not None:
+            await self.host.stop()
+            self.host.group.storage.close()
+
+
+RESPAWN_AFTER = 2.0  # seconds between re-creations of a meta member found dead
+STATUS_PAUSE = 0.05  # seconds between status calls to one member while no leader answers
 
 
 def ensure_meta(data_dir: str, timeout: float = 60.0) -> list[Any]:
-    """Start (or find) the meta group's members and wait until it has a leader."""
+    """Start (or find) the meta group's members and wait until one answers as leader.
+
+    Members are asked one by one as their answers come: one that died (its constructor
+    raised, its node is gone), cannot open its files or does not answer is logged and
+    asked again, but never waited on, so any majority that elects a leader is enough. A
+    member found dead is created again (a dead actor's name is free)."""
     from rayjet.actors.names import META_MEMBERS, meta_member_id
     from rayjet.actors.replica_lifecycle import actor_options, remote_class
 
     members = [meta_member_id(i) for i in range(META_MEMBERS)]
     cls = remote_class(MetaMember)
-    handles = [cls.options(**actor_options(meta_actor_name(m))).remote(m, members, data_dir)
-               for m in members]
-    ray.get([h.ping.remote() for h in handles], timeout=timeout)
+
+    def spawn(m: str) -> Any:
+        return cls.options(**actor_options(meta_actor_name(m))).remote(m, members, data_dir)
+
+    handles = {m: spawn(m) for m in members}
+    asking: dict[Any, str] = {}  # status call in flight -> member
+    ask_at = dict.fromkeys(members, 0.0)
+    spawned_at = dict.fromkeys(members, time.monotonic())
+    failures: dict[str, str] = {}
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = ray.get([h.status.remote() for h in handles], timeout=timeout)
-        if any(st["role"] == "Leader" for st in states):
-            return handles
-        time.sleep(0.05)
-    raise NotLeaderError("the meta group elected no leader", group="meta")
+    while True:
+        now = time.monotonic()
+        for m in members:
+            if now >= ask_at[m] and m not in asking.values():
+                asking[handles[m].status.remote()] = m
+        idle = [ask_at[m] for m in members if m not in asking.values()]
+        wait = max(min([deadline, *idle]) - now, 0.001)
+        if asking:
+            ready, _ = ray.wait(list(asking), num_returns=1, timeout=wait)
+        else:
+            ready = []
+            time.sleep(wait)
+        for ref in ready:
+            m = asking.pop(ref)
+            ask_at[m] = time.monotonic() + STATUS_PAUSE
+            try:
+                st = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                first = (str(exc).strip().splitlines() or [""])[0]
+                failed = f"{type(exc).__name__}: {first}"
+                if isinstance(exc, ray.exceptions.RayActorError) and \
+                        time.monotonic() - spawned_at[m] >= RESPAWN_AFTER:
+                    handles[m], spawned_at[m] = spawn(m), time.monotonic()
+            else:
+                if st.get("role") == "Leader":
+                    for member, why in sorted(failures.items()):
+                        log.warning("meta member %s is not available (%s); the others lead",
+                                    member, why)
+                    return list(handles.values())
+                failed = st.get("failure") and f"cannot open its files: {st['failure']}"
+                if not failed:
+                    failures.pop(m, None)
+                    continue
+            if failures.get(m) != failed:
+                log.info("meta member %s: %s", m, failed)
+            failures[m] = failed
+        if time.monotonic() >= deadline:
+            detail = "; ".join(f"{m}: {f}" for m, f in sorted(failures.items()))
+            raise NotLeaderError("the meta group elected no leader within "
+                                 f"{timeout:.0f}s" + (f" ({detail})" if detail else ""),
+                                 group="meta")

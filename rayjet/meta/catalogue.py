@@ -13,6 +13,8 @@ message or a cached handle meant for a removed replica can never reach its succe
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -387,6 +389,16 @@ class Catalogue:
             streams[config.name] = sa
         self.streams = streams
         self.applied_index = applied
+
+    def digest(self) -> str:
+        """A digest of what the catalogue holds, equal on members that hold the same
+        (whether they applied the ops or restored a snapshot: dict order does not count)."""
+        rows = msgpack.unpackb(self.snapshot(), raw=False)[2]
+        for row in rows:
+            row[4].sort(key=lambda c: c[0])  # consumers by name
+        rows.sort(key=lambda row: row[2])  # streams by group
+        doc = json.dumps([rows, self.limits.to_dict()], sort_keys=True, default=str)
+        return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
 def _advance(sa: StreamAssignment, peers: Peers) -> int:
