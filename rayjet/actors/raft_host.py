@@ -26,7 +26,14 @@ from typing import Any
 from rayjet.actors.metrics import EVERY as METRICS_EVERY
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
-from rayjet.raft import ConfChange, ConfChangeType, Message, ProposalDroppedError, Role
+from rayjet.raft import (
+    ConfChange,
+    ConfChangeType,
+    Message,
+    MessageType,
+    ProposalDroppedError,
+    Role,
+)
 from rayjet.replication import GroupOptions, Output, ReplicaGroup
 from rayjet.replication.group import ReplicaFailedError
 
@@ -61,10 +68,10 @@ def quiesce_ticks() -> int:
     raw = os.environ.get(QUIESCE_ENV, "").strip()
     if raw in ("0", "off"):
         return 0
-    return _positive_env(QUIESCE_ENV, QUIESCE_TICKS)
+    return positive_env(QUIESCE_ENV, QUIESCE_TICKS)
 
 
-def _positive_env(name: str, default: int) -> int:
+def positive_env(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -84,9 +91,9 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
     return GroupOptions(sync_always=sync_always, election_tick=ACTOR_ELECTION_TICKS,
                         heartbeat_tick=ACTOR_HEARTBEAT_TICKS, notify_commit=ACTOR_NOTIFY_COMMIT,
                         quiesce_after=quiesce_ticks(),
-                        snapshot_every=_positive_env(COMPACT_ENTRIES_ENV,
+                        snapshot_every=positive_env(COMPACT_ENTRIES_ENV,
                                                      defaults.snapshot_every),
-                        snapshot_bytes=_positive_env(COMPACT_BYTES_ENV,
+                        snapshot_bytes=positive_env(COMPACT_BYTES_ENV,
                                                      defaults.snapshot_bytes))
 
 
@@ -114,7 +121,6 @@ class RaftHost:
         opts = getattr(group, "opts", None)
         group.defer_sync = bool(opts is not None and opts.sync_always)
         self._held: dict[str, list[Message]] = defaultdict(list)
-        self._held_applied: list = []  # applied, to answer once the fsync covers them
         self._sync_scheduled = False
         self.sync_batches = 0  # fsyncs that let held messages go (status reports it)
 
@@ -346,20 +352,18 @@ class RaftHost:
     # -- the pump ---------------------------------------------------------------------------
     def pump(self) -> Output:
         out = self.group.process()
-        if out.messages or self._held:
-            if out.sync_first or self._sync_scheduled:
-                # after the fsync that makes the entries they acknowledge durable, which
-                # runs before the proposers answered below resume (the loop is FIFO)
-                for m in out.messages:
+        if out.sync_first:
+            self._schedule_sync()
+        if out.messages:
+            hold = self._sync_scheduled
+            by_peer: dict[str, list[Message]] = defaultdict(list)
+            for m in out.messages:
+                if hold and m.type == MessageType.APP_RESP:
+                    # it acknowledges entries: it leaves after the fsync that covers them
                     self._held[m.to].append(m)
-                self._schedule_sync()
-            else:
-                by_peer: dict[str, list[Message]] = defaultdict(list)
-                for m in out.messages:
+                else:
                     by_peer[m.to].append(m)
-                self._send_all(by_peer)
-        elif out.sync_first:
-            self._schedule_sync()  # a group of one answers its proposers after the fsync
+            self._send_all(by_peer)
         for peer in out.snapshots_sent:
             self.group.report_snapshot(peer, True)
         for cc, _conf in out.conf_changes:
@@ -368,12 +372,7 @@ class RaftHost:
                 if forget is not None:
                     forget(cc.node_id)  # a removed peer's handle must not outlive it
         if out.applied:
-            if out.sync_first or self._sync_scheduled:
-                # a group of one applied entries the fsync has not covered yet: their
-                # proposers are answered once it has
-                self._held_applied.extend(out.applied)
-            else:
-                self._answer(out.applied)
+            self._answer(out.applied)  # committed: durable on a majority already
         for index, ctx in out.read_states:
             fut = self._reads.pop(ctx, None)
             if fut is not None:
@@ -431,7 +430,6 @@ class RaftHost:
         """One fsync for every entry written since the last, then the messages held."""
         self._sync_scheduled = False
         held, self._held = self._held, defaultdict(list)
-        applied, self._held_applied = self._held_applied, []
         try:
             if self.group.sync_pending:
                 self.group.sync()
@@ -446,7 +444,7 @@ class RaftHost:
                 description=f"replica {self.name} stopped: {self.group.failure}"))
             return
         self._send_all(held)
-        self._answer(applied)
+        self.pump()  # the leader's own copy counts now: it may commit
 
     def _fail_waiters(self, err: Exception) -> None:
         waiters, self._waiters = self._waiters, {}

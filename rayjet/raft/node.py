@@ -72,6 +72,10 @@ class Raft:
         # log holds a committed entry of its leader's term (then it holds every entry
         # committed before that leader was elected)
         self.rejoining = False
+        # the application fsyncs in batches after entries leave (see persisted_to): then a
+        # leader counts its own copy toward a commit only up to what is durable
+        self.persist_async = False
+        self._persisted = (0, 0)  # (index, term) of the last entry known durable here
         self.quiet = False  # quiescent: ticks do nothing until something wakes it
         self._idle_ticks = 0  # leader: ticks since its log last grew
         self._idle_mark = 0
@@ -500,8 +504,28 @@ class Raft:
         if m.frm == self.lead_transferee and pr.match == self.log.last_index():
             self._send(MT.TIMEOUT_NOW, m.frm)
 
+    def persisted_to(self, index: int, term: int) -> None:
+        """The application made the log durable up to entry ``index`` of ``term``: with
+        ``persist_async`` the leader's own copy counts toward a commit from here."""
+        self._persisted = (index, term)
+        if self.role == Role.LEADER and self.maybe_commit() and self.cfg.notify_commit:
+            self.bcast_append()
+
+    def _own_match(self, match: int) -> int:
+        """The leader's own match as a commit may count it (durable entries only)."""
+        if not self.persist_async:
+            return match
+        index, term = self._persisted
+        if index > match:
+            return match
+        if self.log.term_or_zero(index) != term:
+            return 0  # the log was cut and rewritten past what was synced: wait for a sync
+        return index
+
     def maybe_commit(self) -> bool:
-        matches = sorted((self.prs[v].match for v in self.voters if v in self.prs), reverse=True)
+        matches = sorted((self._own_match(self.prs[v].match) if v == self.id else
+                          self.prs[v].match for v in self.voters if v in self.prs),
+                         reverse=True)
         if len(matches) < self.quorum():
             return False
         mci = matches[self.quorum() - 1]

@@ -89,9 +89,9 @@ class Output:
     applied: list[Applied] = field(default_factory=list)
     conf_changes: list[tuple[ConfChange, ConfState]] = field(default_factory=list)
     read_states: list[tuple[int, bytes]] = field(default_factory=list)
-    # the log holds entries not yet fsynced that ``messages`` acknowledge (or that were
-    # applied for a group of one): make it durable (ReplicaGroup.sync) before sending them
-    # or answering proposers (see ReplicaGroup.defer_sync)
+    # the log holds entries not yet fsynced: make it durable (ReplicaGroup.sync) before
+    # sending the append answers among ``messages`` (they acknowledge those entries), then
+    # process again (a leader counts its own copy once synced; see ReplicaGroup.defer_sync)
     sync_first: bool = False
     role: Role | None = None  # set when the role changed
     leader: str | None = None
@@ -159,8 +159,10 @@ class ReplicaGroup:
         # the shell batches fsyncs: entries are handed to the OS in ``process`` and one
         # ``sync`` covers every process call of an event-loop turn (group commit); off, each
         # process call fsyncs entries itself before returning its messages
-        self.defer_sync = False
+        self._defer_sync = False
         self.sync_pending = False
+        last = storage.last_index()
+        self.node.raft.persisted_to(last, storage.term(last))  # what was loaded is durable
         self.failure: str | None = None  # why this replica stopped (see ReplicaFailedError)
         self.role = Role.FOLLOWER
         self.leader: str | None = None
@@ -292,10 +294,24 @@ class ReplicaGroup:
                                      description=f"replica {self.id} stopped: {self.failure}"
                                      ) from exc
 
+    @property
+    def defer_sync(self) -> bool:
+        return self._defer_sync
+
+    @defer_sync.setter
+    def defer_sync(self, on: bool) -> None:
+        # the leader's appends leave before its own fsync; its own copy counts toward a
+        # commit once synced (a group of one commits only then)
+        self._defer_sync = on
+        self.node.raft.persist_async = on
+
     def sync(self) -> None:
-        """Make everything ``process`` wrote durable (what ``Output.sync_first`` asks)."""
+        """Make everything ``process`` wrote durable (what ``Output.sync_first`` asks);
+        a leader may commit more now (run ``process`` again)."""
         self.storage.sync()
         self.sync_pending = False
+        last = self.storage.last_index()
+        self.node.raft.persisted_to(last, self.storage.term(last))
 
     def _apply_conf_change(self, data: bytes, out: Output) -> ConfState:
         cc = ConfChange.decode(data)
