@@ -47,7 +47,7 @@ from rayjet.errors import (
 from rayjet.raft import ConfChange, ConfChangeType, Message, Role
 from rayjet.replication import MemoryLog, Output, ReplicaGroup
 from rayjet.replication.rejoin import open_or_rejoin
-from rayjet.replication.stream_files import open_stream_files
+from rayjet.replication.stream_files import open_stream_files, store_block_size
 from rayjet.replication.stream_machine import StreamMachine, encode_entry
 from rayjet.storage import MemStore
 from rayjet.subjects import matches_any
@@ -110,8 +110,8 @@ class StreamReplica:
 
         def open_replica() -> tuple[StreamMachine, ReplicaGroup]:
             if cfg.storage is StorageType.FILE:
-                store, raft_log = open_stream_files(self.dir,
-                                                    store_config(cfg, sync_interval=sync))
+                store, raft_log = open_stream_files(self.dir, store_config(
+                    cfg, sync_interval=sync, **store_block_size()))
             else:
                 store, raft_log = MemStore(store_config(cfg)), MemoryLog()
             machine = StreamMachine(cfg, store)
@@ -354,7 +354,11 @@ class StreamReplica:
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
         st["store_copy"] = dict(self._copy.stats)
-        st["damage"] = self.damage  # what made this replica rejoin empty at its start
+        # what this replica found damaged at its start: files it moved aside to rejoin
+        # empty, or store records it dropped to copy them again from a peer
+        st["damage"] = self.damage or (
+            f"store records from seq {self.machine.damaged_from} on failed their checks; "
+            "copied again from a peer" if self.machine.damaged_from else None)
         st["upkeep_passes"] = self._upkeep_passes  # an idle replica's count stands still
         st["reads_served"] = self._reads_served  # consumer reads answered
         # what the file store's last open replayed (index files and checkpoint cover the rest)

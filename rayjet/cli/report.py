@@ -26,6 +26,22 @@ class StreamReport:
     error: str | None = None
     consumers: list[ConsumerInfo] = field(default_factory=list)
     consumer_errors: dict[str, str] = field(default_factory=dict)
+    health: dict[str, dict] = field(default_factory=dict)  # replica -> its own account
+
+
+def health_note(h: dict[str, Any]) -> str | None:
+    """A replica's trouble in a few words (None: healthy)."""
+    if h.get("error"):
+        return f"not answering ({h['error']})"
+    if h.get("failure"):
+        return f"stopped: {h['failure']}"
+    if h.get("rejoining"):
+        return "damaged, rejoining: catching up before it votes"
+    if h.get("copying"):
+        return "repairing: copying its store from a peer"
+    if h.get("damage"):
+        return f"repaired after damage: {h['damage']}"
+    return None
 
 
 def _describe(err: APIError) -> str:
@@ -43,6 +59,10 @@ def gather(js: Any, *, consumers: bool = True) -> list[StreamReport]:
             rep.info = js.stream_info(name)
         except APIError as err:
             rep.error = _describe(err)
+        try:
+            rep.health = js.stream_replica_health(name)
+        except APIError:
+            pass  # the stream went away meanwhile
         if consumers and rep.info is not None:
             try:
                 names = js.consumer_names(name)
@@ -66,6 +86,11 @@ def _replicas(cluster: Any) -> list[dict[str, Any]]:
             for p in cluster.replicas]
 
 
+def _troubles(rep: StreamReport) -> dict[str, str]:
+    notes = {rid: health_note(h) for rid, h in sorted(rep.health.items())}
+    return {rid: n for rid, n in notes.items() if n}
+
+
 def stream_row(rep: StreamReport) -> dict[str, Any]:
     """A stream's numbers: size, sequences, leader and each replica's lag."""
     i = rep.info
@@ -80,7 +105,8 @@ def stream_row(rep: StreamReport) -> dict[str, Any]:
             "consumers": st.consumer_count, "deleted": st.num_deleted,
             "leader": i.cluster.leader if i.cluster else None,
             "peers": _replicas(i.cluster),
-            "lag": max((p.lag for p in i.cluster.replicas), default=0) if i.cluster else 0}
+            "lag": max((p.lag for p in i.cluster.replicas), default=0) if i.cluster else 0,
+            "troubles": _troubles(rep)}
 
 
 def consumer_row(stream: str, ci: ConsumerInfo) -> dict[str, Any]:
@@ -117,6 +143,8 @@ def stream_detail(rep: StreamReport, *, config: bool = False) -> dict[str, Any]:
         cl = i.cluster.to_dict()
         cl.pop("system_account", None)
         out["cluster"] = cl
+    if troubles := _troubles(rep):
+        out["replica_troubles"] = troubles  # rayjet's own: damage, repair, disk failure
     if config:
         out["config"] = i.config.to_dict()
     out["state"] = i.state.to_dict()

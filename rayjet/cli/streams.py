@@ -605,6 +605,8 @@ def replicas_cell(row: dict[str, Any]) -> str:
         mark = "!" if p["offline"] else ("" if p["current"] else "~")
         lag = f" (lag {p['lag']})" if p["lag"] else ""
         parts.append(f"{p['name']}{mark}{lag}")
+    for rid, note in sorted(row.get("troubles", {}).items()):
+        parts.append(f"[{rid}: {note}]")
     return ", ".join(parts) or "-"
 
 

@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+import ray
+
 from rayjet.actors.host import stream_infos_by_host
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
@@ -168,6 +170,29 @@ class StreamsAPI:
         if new is not None:
             self._meta.leader = new
         return new
+
+    def stream_replica_health(self, name: str, timeout: float = 5.0) -> dict[str, dict]:
+        """Each replica of ``name`` as it sees itself (an operator's view: one call per
+        replica): ``role``, ``applied``; ``damage`` (what it found damaged at its start and
+        repaired or is repairing), ``rejoining`` (its log was lost: it catches up before it
+        votes), ``copying`` (its store is being copied from a peer), ``failure`` (it stopped
+        on a disk error); or ``error`` when it did not answer."""
+        _, router = self._stream(name, refresh=True)
+        refs, out = {}, {}
+        for rid in sorted(router.names):
+            try:
+                refs[rid] = router.handle(rid).status.remote()
+            except Exception as err:  # noqa: BLE001 - gone, restarting: say so
+                out[rid] = {"error": f"{type(err).__name__}: {err}"}
+        for rid, ref in refs.items():
+            try:
+                st = ray.get(ref, timeout=timeout)
+            except Exception as err:  # noqa: BLE001 - does not answer: say so
+                out[rid] = {"error": f"{type(err).__name__}"}
+                continue
+            out[rid] = {k: st.get(k) for k in ("role", "applied", "damage", "rejoining",
+                                               "copying", "failure")}
+        return out
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     deleted_details: bool = False) -> StreamInfo:

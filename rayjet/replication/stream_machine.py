@@ -57,6 +57,7 @@ class StreamMachine:
         # the leader applies the ops it proposed without decoding its own entry again
         self._proposed: dict[int, tuple[bytes, list[Op]]] = {}
         self._scrubs_seen = 0  # store.scrubs at the last take_scrubbed
+        self.damaged_from = 0  # the first seq the store had lost to damage when it opened
 
     def encode(self, ops: list[Op]) -> bytes:
         """Encode ``ops`` for proposing from this replica, remembering them for apply."""
@@ -93,6 +94,7 @@ class StreamMachine:
             self.store.restore(store_snap)
             self.engine.restore(engine_snap)
             return False
+        self._drop_damage()
         if not data:
             # no snapshot yet: the log holds everything, so start from an empty store
             self.store.truncate(0)
@@ -118,6 +120,16 @@ class StreamMachine:
             self.store.truncate(last)
         self.engine.restore(data)
         return False
+
+    def _drop_damage(self) -> None:
+        """The store found records it lost to damage when it opened: keep only what comes
+        before the first of them. The rest comes back as a replica that lost its tail gets
+        it: the raft log replays what it still holds, and what a snapshot covers is copied
+        from a peer before this replica applies, serves a copy or stands for election."""
+        first = self.store.first_damaged_seq()
+        if first:
+            self.damaged_from = first
+            self.store.truncate(first - 1)
 
     # -- serving a copy (any replica that is not copying itself) ----------------------------
     def copy_chunk(self, from_seq: int, max_bytes: int) -> tuple[bytes, int, int]:

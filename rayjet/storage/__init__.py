@@ -1,9 +1,10 @@
 """The local append log of a stream replica: one StreamStore interface, two stores.
 
 ``MemStore`` keeps messages in RAM; ``FileStore`` in append-only block files with a
-checksum per record, crash recovery, optional compression and encryption at rest. Both
-share the index and the limit logic (:mod:`rayjet.storage.base`), so they agree on every
-observable result. Pure Python: no Ray here.
+checksum per record and per sealed block (verified when it reopens: what damage took is
+reported as lost, never served), crash recovery, optional compression and encryption at
+rest. Both share the index and the limit logic (:mod:`rayjet.storage.base`), so they agree
+on every observable result. Pure Python: no Ray here.
 """
 
 from rayjet.storage.config import ALWAYS, StoreConfig

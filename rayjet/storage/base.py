@@ -13,7 +13,6 @@ TTLs say is due; every write calls it first with the injected clock's time.
 from __future__ import annotations
 
 import heapq
-import struct
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import add as _plus
@@ -26,7 +25,6 @@ from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
 from rayjet.errors import (
     APIError,
     InvalidConfigError,
-    StoreCorruptionError,
     StoreFailedError,
     error_for,
 )
@@ -34,13 +32,11 @@ from rayjet.storage import columns
 from rayjet.storage import limits as lim
 from rayjet.storage import record as rec
 from rayjet.storage.config import StoreConfig
+from rayjet.storage.copying import Copying
 from rayjet.storage.index import Index
+from rayjet.storage.lost import LostSeqs, lost_error
 from rayjet.storage.protocol import BatchItem, RawItem, StoredMsg, StoreState
 from rayjet.subjects import validate_filter, validate_stored_subject
-
-_SNAP_MAGIC = b"RJSNAP01"
-_SNAP_HEAD = struct.Struct("<8sQQQQ")
-
 
 _add30 = (30).__add__  # record size of a message without headers: 30 + subject + payload
 
@@ -49,7 +45,7 @@ def _not_found(what: str = "no message found") -> Exception:
     return error_for("NO_MESSAGE_FOUND", what)
 
 
-class BaseStore:
+class BaseStore(Copying):
     _aux_kinds: tuple[str | None, ...] = ()
 
     def __init__(self, config: StoreConfig, clock: Clock | None = None) -> None:
@@ -61,7 +57,8 @@ class BaseStore:
         self._ttl_exp: dict[int, int] = {}
         self._never: set[int] = set()
         self._closed = False
-        self._lost: list[int] = []
+        # stored seqs lost to damage (FileStore): not live, and never answered as deleted
+        self._lost = LostSeqs()
         self.marker_handler = None  # callable(subject, hdr) replacing the local marker write
         # erases and purges so far: a log holding copies of the payloads reads it to know
         # when to drop them
@@ -334,12 +331,15 @@ class BaseStore:
         if not self._discard_old:
             return
         idx = self._idx
+        before = idx.first
         if self._max_msgs:
             while idx.msgs > self._max_msgs:
                 self._unindex(idx.first)
         if self._max_bytes:
             while idx.bytes > self._max_bytes and idx.msgs:
                 self._unindex(idx.first)
+        if self._lost and idx.first != before:
+            self._lost.drop_range(0, idx.first - 1)  # the limit removed them anyway
 
     def _enforce_per_subject_all(self) -> None:
         if not self._max_per:
@@ -436,8 +436,17 @@ class BaseStore:
     def load_msg(self, seq: int) -> StoredMsg:
         self._check_open()
         if not self._idx.live(seq):
+            if self._lost and seq in self._lost:
+                raise lost_error(seq)
             raise _not_found(f"no message found at sequence {seq}")
         return self._read(seq)
+
+    def _no_lost_in(self, lo: int, hi: int) -> None:
+        """Raise for a seq lost to damage in ``lo..hi``: a read must not pass over it as if
+        the message had been deleted (whether it matched the read's filter is unknown)."""
+        seq = self._lost.first_in(lo, hi)
+        if seq:
+            raise lost_error(seq)
 
     def load_next_msg(self, filter: str = ">", wildcard: bool = True,
                       start_seq: int = 0) -> tuple[StoredMsg, int]:
@@ -445,6 +454,8 @@ class BaseStore:
         (``wildcard`` is accepted for parity with nats-server; the filter's tokens decide)."""
         self._check_open()
         seq = self._idx.next_match(filter, start_seq)
+        if self._lost:
+            self._no_lost_in(start_seq, seq - 1 if seq else self._idx.last)
         if not seq:
             raise _not_found()
         return self._read(seq), seq
@@ -458,10 +469,20 @@ class BaseStore:
         nothing is left up to ``end_seq``."""
         self._check_open()
         seqs = self._idx.live_seqs(start_seq, end_seq, filter, max_msgs, max_bytes)
+        end = min(end_seq, self._idx.last)
+        bad = self._lost.first_in(start_seq, end) if self._lost else 0
+        if bad:
+            # the page ends before a lost seq; the read that starts at it raises
+            seqs = seqs[seqs < bad]
+            if not len(seqs):
+                raise lost_error(bad)
+            nxt = int(seqs[-1]) + 1
+            more = self._idx.next_match(filter, nxt)
+            return self._read_columns(seqs), (nxt if more and more < bad else bad)
         if not len(seqs):
             return columns.empty(), 0
         nxt = int(seqs[-1]) + 1
-        return self._read_columns(seqs), (nxt if nxt <= min(end_seq, self._idx.last) else 0)
+        return self._read_columns(seqs), (nxt if nxt <= end else 0)
 
     def _read_columns(self, seqs) -> pa.RecordBatch:
         msgs = [self._read(seq) for seq in seqs.tolist()]
@@ -473,6 +494,8 @@ class BaseStore:
                       wildcard: bool = True) -> tuple[StoredMsg, int]:
         self._check_open()
         seq = self._idx.prev_match(filter, start_seq)
+        if self._lost:
+            self._no_lost_in(seq + 1, min(start_seq, self._idx.last))
         if not seq:
             raise _not_found()
         return self._read(seq), seq
@@ -482,6 +505,8 @@ class BaseStore:
         if subject and subject != ">":
             validate_filter(subject)
         seq = self._idx.last_match(subject)
+        if self._lost:
+            self._no_lost_in(seq + 1, self._idx.last)
         if not seq:
             raise _not_found(f"no message found for subject {subject!r}")
         return self._read(seq)
@@ -492,20 +517,33 @@ class BaseStore:
         self._check_open()
         if subject and subject != ">":
             validate_filter(subject)
-        return self._idx.last_match(subject)
+        seq = self._idx.last_match(subject)
+        if self._lost:
+            self._no_lost_in(seq + 1, self._idx.last)
+        return seq
 
     # -- deletes -----------------------------------------------------------------------------
     def remove_msg(self, seq: int) -> bool:
+        """Remove a message; a seq lost to damage is then deleted (no longer lost)."""
         self._check_open()
-        ok = self._unindex(seq) is not None
+        ok = self._unindex(seq) is not None or self._delete_lost(seq)
         self._commit()
         return ok
 
+    def _delete_lost(self, seq: int) -> bool:
+        if self._lost and self._lost.discard(seq):
+            self._removed.append(seq)  # a delete record, so it stays deleted
+            return True
+        return False
+
     def erase_msg(self, seq: int) -> bool:
-        """Overwrite the message's bytes with random data, then remove it."""
+        """Overwrite the message's bytes with random data, then remove it (a seq lost to
+        damage is deleted as :meth:`remove_msg` does)."""
         self._check_open()
         if not self._idx.live(seq):
-            return False
+            ok = self._delete_lost(seq)
+            self._commit()
+            return ok
         self._erase(seq)
         self._unindex(seq)
         self._commit()
@@ -554,6 +592,8 @@ class BaseStore:
         return self._compact(seq)
 
     def _compact(self, seq: int) -> int:
+        if self._lost:
+            self._lost.drop_range(0, seq - 1)
         removed = self._idx.remove_below(seq)
         for s, _subj, _size in removed:
             self._removed.append(s)
@@ -564,11 +604,15 @@ class BaseStore:
         return len(removed)
 
     def truncate(self, seq: int) -> None:
-        """Drop every message after ``seq`` (raft log repair); last_seq becomes ``seq``."""
+        """Drop every message after ``seq`` (raft log repair); last_seq becomes ``seq``.
+
+        Seqs above ``seq`` lost to damage are forgotten with the rest; those at or below it
+        stay lost (``first_damaged_seq() - 1`` as ``seq`` leaves a store with no damage)."""
         self._check_open()
         idx = self._idx
         if seq >= idx.last:
             return
+        self._lost.drop_range(seq + 1, idx.last)
         if seq == 0:
             idx.reset(1, 0, 0)
             self._ttl_heap.clear()
@@ -603,9 +647,27 @@ class BaseStore:
         return self._state(self._idx.deleted())
 
     def fast_state(self) -> StoreState:
-        """The state without the list of deleted seqs (O(1))."""
+        """The state without the list of deleted seqs (O(1) but for ``lost``)."""
         self._check_open()
         return self._state(None)
+
+    def first_damaged_seq(self) -> int:
+        """The lowest seq this store lost to damage, 0 when none: a stored message whose
+        record failed its checksum or is missing from the files (not one deleted by a
+        request or a limit). ``truncate(first_damaged_seq() - 1)`` drops every lost seq."""
+        self._check_open()
+        return self._lost.first()
+
+    def _mark_lost(self, seqs) -> None:
+        """Seqs found damaged: no longer live, with no delete record (they were not
+        deleted; a copy from a replica brings them back)."""
+        idx = self._idx
+        seqs = list(seqs)
+        self._lost.update(seqs)
+        for seq in seqs:
+            if idx.remove(seq) is not None:
+                self._ttl_exp.pop(seq, None)
+                self._never.discard(seq)
 
     def subjects_totals(self, filter: str = ">") -> dict[str, int]:
         self._check_open()
@@ -617,149 +679,6 @@ class BaseStore:
         is valid through."""
         self._check_open()
         return self._idx.pending(start_seq, filter, last_per_subject), self._idx.last
-
-    # -- snapshot ----------------------------------------------------------------------------
-    def snapshot(self) -> bytes:
-        """The whole store as portable bytes (plain records), restorable into any store."""
-        self._check_open()
-        idx = self._idx
-        st = self.fast_state()
-        parts = [_SNAP_HEAD.pack(_SNAP_MAGIC, st.first_seq, st.last_seq, st.last_ts, st.msgs)]
-        seq = idx.next_live(idx.first) if idx.msgs else 0
-        while seq:
-            m = self._read(seq)
-            parts.append(rec.encode_msg(m.seq, m.ts, m.subject.encode(), m.hdr, m.data))
-            seq = idx.next_live(seq + 1)
-        body = b"".join(parts)
-        return body + rec.frame_hash(body)
-
-    def restore(self, snapshot: bytes | Sequence[bytes]) -> None:
-        """Replace the whole content with a :meth:`snapshot`."""
-        self._check_open()
-        buf = snapshot if isinstance(snapshot, bytes | bytearray) else b"".join(snapshot)
-        if len(buf) < _SNAP_HEAD.size + 8 or rec.frame_hash(memoryview(buf)[:-8]) != buf[-8:]:
-            raise StoreCorruptionError(err="snapshot failed its checksum")
-        magic, first, last, last_ts, count = _SNAP_HEAD.unpack_from(buf, 0)
-        if magic != _SNAP_MAGIC:
-            raise StoreCorruptionError(err="not a store snapshot")
-        self._wipe()
-        idx = self._idx
-        idx.reset(max(first, 1), max(first, 1) - 1, 0)
-        self._ttl_heap.clear()
-        self._ttl_exp.clear()
-        self._never.clear()
-        self._removed.clear()
-        self._on_compact(max(first, 1))
-        off, end, items = _SNAP_HEAD.size, len(buf) - 8, []
-        while off < end:
-            length, flags, _kind, seq, ts = rec.parse_head(buf, off)
-            subj, hdr, data = rec.split_body(rec.body_of(buf, off, length), bool(flags & rec.F_HDR))
-            items.append((seq, ts, subj, hdr, data, 0))
-            off += length
-            if len(items) >= 1000:
-                self._add_raw(items)
-                items = []
-        if items:
-            self._add_raw(items)
-        if last > idx.last:
-            n = last - idx.last
-            start = idx.last + 1
-            idx.skip(start, n)
-            self._persist_skip(start, n)
-        idx.last_ts = last_ts
-        self._persist_last(idx.last, last_ts)
-        self._commit()
-
-    # -- copying from another replica ---------------------------------------------------------
-    def export_range(self, start_seq: int, max_bytes: int) -> tuple[bytes, int]:
-        """Plain records of the live messages from ``start_seq`` on, about ``max_bytes`` of
-        them (at least one), and the seq to continue from (last_seq + 1 once done)."""
-        self._check_open()
-        idx = self._idx
-        parts: list[bytes] = []
-        total = 0
-        seq = idx.next_live(start_seq) if idx.msgs else 0
-        while seq and total < max_bytes:
-            m = self._read(seq)
-            r = rec.encode_msg(seq, m.ts, m.subject.encode(), m.hdr, m.data)
-            parts.append(r)
-            total += len(r)
-            seq = idx.next_live(seq + 1)
-        return b"".join(parts), (seq or idx.last + 1)
-
-    def import_records(self, buf) -> int:
-        """Append records another replica's :meth:`export_range` produced (each checksum
-        verified; those at or below our last seq are skipped) without applying limits:
-        the source applied them. Returns how many were added."""
-        self._check_open()
-        off, end, last, added, items = 0, len(buf), self._idx.last, 0, []
-        while off < end:
-            length = rec.parse_head(buf, off)[0] if end - off >= rec.MIN_FRAME else 0
-            if length < rec.MIN_FRAME or off + length > end or not rec.check(buf, off, length):
-                raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
-            _n, flags, kind, seq, ts = rec.parse_head(buf, off)
-            if kind != rec.K_MSG:
-                raise StoreCorruptionError(err=f"copied record at byte {off} is not a message")
-            if seq > last:
-                subj, hdr, data = rec.split_body(self._plain_body(buf, off, length, flags),
-                                                 bool(flags & rec.F_HDR))
-                items.append((seq, ts, subj, hdr, data, 0))
-                last = seq
-            off += length
-            if len(items) >= 1000:
-                self._add_raw(items)
-                added += len(items)
-                items = []
-        if items:
-            self._add_raw(items)
-            added += len(items)
-        self._commit()
-        return added
-
-    def _plain_body(self, buf, off: int, length: int, flags: int) -> bytes:
-        """The plain body of a copied record (a store with a codec decodes its own)."""
-        if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
-            raise StoreCorruptionError(err="a copied record is compressed or encrypted, "
-                                           "which only a file store with the same key reads")
-        return rec.body_of(buf, off, length)
-
-    def deleted_runs(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """Seqs in ``lo..hi`` (within first..last) that are not live, as (first, last) runs."""
-        self._check_open()
-        return self._idx.deleted_runs(lo, hi)
-
-    def reconcile(self, first: int, last: int, last_ts: int,
-                  deleted: Sequence[tuple[int, int]]) -> None:
-        """Take another replica's seq range and deletions: drop what it no longer holds
-        (below ``first``, above ``last``, inside the ``deleted`` runs), then end at ``last``."""
-        self._check_open()
-        idx = self._idx
-        if idx.last > last:
-            self.truncate(last)
-        if first > idx.first:
-            self._compact(first)
-        for lo, hi in deleted:
-            seq = idx.next_live(lo) if idx.msgs else 0
-            while seq and seq <= hi:
-                self._unindex(seq)
-                seq = idx.next_live(seq + 1)
-        if last > idx.last:
-            start = idx.last + 1
-            idx.skip(start, last - start + 1)
-            self._persist_skip(start, last - start + 1)
-        if idx.last_ts != last_ts:
-            idx.last_ts = last_ts
-            self._persist_last(idx.last, last_ts)
-        self._commit()
-
-    def _add_raw(self, items: list[tuple]) -> None:
-        """Index restored messages without applying limits."""
-        limits = self._max_per, self._max_msgs, self._max_bytes
-        self._max_per = self._max_msgs = self._max_bytes = 0
-        try:
-            self._add(items)
-        finally:
-            self._max_per, self._max_msgs, self._max_bytes = limits
 
     # -- lifecycle ---------------------------------------------------------------------------
     def flush(self) -> None:

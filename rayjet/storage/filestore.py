@@ -6,16 +6,18 @@ acknowledged; ``sync_interval`` decides when that reaches the disk with ``fsync`
 ("always": before the call returns; otherwise the first write after the interval has
 passed on the injected clock, or :meth:`sync`).
 
-When the store rolls to a new block it writes the sealed block's index file and a
-checkpoint of the index state (so does :meth:`close`, for the active block too). Reopening,
-after a clean close or a crash, loads those and replays only the frames written after the
-checkpoint; without a usable checkpoint it replays every block. Replay drops a torn tail
-and reports records that fail their checksum in ``StoreState.lost``.
+When the store rolls to a new block it writes the sealed block's index file (with the
+CRC-32 of the whole block) and a checkpoint of the index state (so does :meth:`close`, for
+the active block too). Reopening, after a clean close or a crash, loads those, verifies
+every block they cover (:mod:`rayjet.storage.scrub`) and replays only the frames written
+after the checkpoint; without a usable checkpoint it replays every block. Messages whose
+records are damaged or missing are lost: ``StoreState.lost`` and :meth:`first_damaged_seq`
+report them, and reads that reach one raise ``StoreCorruptionError`` (so does a read that
+finds a record failing its checksum later, which makes its seq lost too).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from bisect import bisect_right
@@ -28,20 +30,23 @@ import pyarrow as pa
 
 from rayjet.api.enums import StorageType, StoreCompression
 from rayjet.clock import NANOS_PER_SECOND, Clock
-from rayjet.errors import EncryptionKeyError, InvalidConfigError, StoreCorruptionError
+from rayjet.errors import InvalidConfigError, StoreCorruptionError
 from rayjet.storage import checkpoint as ckp
 from rayjet.storage import columns
 from rayjet.storage import record as rec
 from rayjet.storage.base import BaseStore
 from rayjet.storage.block import INDEX_SUFFIX, Block, list_blocks
-from rayjet.storage.blockindex import Table, empty_cols, frames_table, write_table
+from rayjet.storage.blockindex import Table, empty_cols, frames_table, read_table, write_table
 from rayjet.storage.config import StoreConfig
 from rayjet.storage.crypto import BodyCodec, RecordCipher
 from rayjet.storage.fsutil import fsync_dir, make_dirs
+from rayjet.storage.index import Index
+from rayjet.storage.lost import LostSeqs
 from rayjet.storage.protocol import StoredMsg
 from rayjet.storage.recovery import cut_offset, load_checkpoint, replay
+from rayjet.storage.scrub import first_bad
+from rayjet.storage.storemeta import open_meta
 
-META = "meta.json"
 LEGACY_INDEX = "index.dat"  # the clean-close index of earlier versions: not read any more
 _OFF_BITS = 40
 _OFF_MASK = (1 << _OFF_BITS) - 1
@@ -113,7 +118,7 @@ class FileStore(BaseStore):
         super().__init__(config, clock)
         self.directory = directory
         make_dirs(directory)
-        self._codec = self._open_meta(config)
+        self._codec = open_meta(directory, config)
         self._blocks: dict[int, Block] = {}
         self._active: Block | None = None
         self._wbuf = bytearray()
@@ -132,39 +137,13 @@ class FileStore(BaseStore):
         self._ckpt_due = False
         self._idx_hash: dict[int, bytes] = {}  # block no -> hash of its valid index file
         self._ttl_log: dict[int, list] = {}  # block no -> [seq, ts, ttl] of Nats-TTL headers
-        # what reopening did: blocks whose index file was used, blocks (or tails) decoded
+        # what reopening did: blocks whose index file was used, blocks (or tails) decoded,
+        # indexed blocks verified record by record (their checksum did not match)
         self.recovery = {"checkpoint": 0, "blocks_loaded": 0, "blocks_replayed": 0,
-                         "frames_replayed": 0}
+                         "frames_replayed": 0, "blocks_scanned": 0}
         self._recover()
 
     # -- meta and codec ----------------------------------------------------------------------
-    def _open_meta(self, cfg: StoreConfig) -> BodyCodec:
-        path = os.path.join(self.directory, META)
-        compress = cfg.compression is StoreCompression.S2
-        if os.path.exists(path):
-            with open(path) as f:
-                meta = json.load(f)
-            check = bytes.fromhex(meta["key_check"]) if meta.get("key_check") else None
-            if check is None and cfg.encryption_key:
-                if list_blocks(self.directory):
-                    raise EncryptionKeyError(
-                        err="the store was written without encryption; open it without a key")
-            elif check is not None:
-                codec = BodyCodec(compress, cfg.encryption_key, meta.get("cipher", cfg.cipher))
-                codec.verify_key(check)
-                return codec
-        codec = BodyCodec(compress, cfg.encryption_key, cfg.cipher)
-        meta = {"version": 1, "cipher": cfg.cipher if codec.encrypted else None,
-                "key_check": codec.key_check().hex() if codec.encrypted else None}
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(meta, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(self.directory)
-        return codec
-
     def record_cipher(self) -> RecordCipher | None:
         """A cipher keyed like this store for the files kept beside it (a raft log), or None
         when the store is not encrypted."""
@@ -183,17 +162,17 @@ class FileStore(BaseStore):
         for no in numbers:
             self._blocks[no] = Block(self.directory, no)
         self._drop_stray_files(set(numbers))
-        if numbers:
-            if load_checkpoint(self):
-                self.recovery["checkpoint"] = 1
-            else:
-                replay(self)
+        # a checkpoint whose blocks are all gone still says what was lost
+        if load_checkpoint(self):
+            self.recovery["checkpoint"] = 1
+        elif numbers:
+            replay(self)
         if self._blocks:
             self._active = self._blocks[max(self._blocks)]
         else:
             self._roll()
         self._after_recovery()
-        self._floor = self._idx.first
+        self._floor = self._floor_seq()
         # the config may be tighter than the one the blocks were written under
         self._enforce_per_subject_all()
         self._enforce_limits()
@@ -213,8 +192,74 @@ class FileStore(BaseStore):
                       if b is not active and no not in self._idx_hash]
         self._ttl_log = {no: log for no, log in self._ttl_log.items()
                          if no == active.no or no not in self._idx_hash}
-        if self._seal or self.recovery["frames_replayed"]:
+        if self._seal or self.recovery["frames_replayed"] or self._lost:
             self._ckpt_due = True
+
+    # -- what recovery (recovery.py, scrub.py) reads and sets --------------------------------
+    @property
+    def index(self) -> Index:
+        return self._idx
+
+    @property
+    def codec(self) -> BodyCodec:
+        return self._codec
+
+    @property
+    def lost(self) -> LostSeqs:
+        """The seqs lost to damage (recovery fills it; nothing else should)."""
+        return self._lost
+
+    def block(self, no: int) -> Block | None:
+        return self._blocks.get(no)
+
+    def block_numbers(self) -> list[int]:
+        return sorted(self._blocks)
+
+    def ttl_of(self, hdr: bytes, ttl: int = 0) -> int:
+        return self._ttl_of(hdr, ttl)
+
+    def track_ttls(self, no: int, ttls: list[list[int]]) -> None:
+        """Track the Nats-TTL values ``[seq, ts, ttl]`` block ``no``'s index file keeps."""
+        for seq, ts, ttl in ttls:
+            self._track_ttl(seq, ts, ttl)
+        self._ttl_log.setdefault(no, []).extend(ttls)
+
+    def clear_ttl_log(self, no: int) -> None:
+        self._ttl_log[no] = []
+
+    def trust_index(self, no: int, file_hash: bytes) -> None:
+        """Block ``no``'s index file (with hash ``file_hash``) matches it: keep using it."""
+        self._idx_hash[no] = file_hash
+
+    def mark_lost(self, seqs) -> None:
+        """The live ones of ``seqs`` are lost (their records failed verification)."""
+        idx = self._idx
+        self._mark_lost([s for s in seqs if idx.live(s)])
+
+    def forget_erased(self, seqs) -> None:
+        """``seqs`` were erased (their records overwritten): not live."""
+        for seq in seqs:
+            self._idx.remove(seq)
+
+    def note_damage(self, no: int, regions) -> None:
+        self.damage.extend((no, start, end) for start, end in regions)
+
+    def note_decoded(self, frames: int) -> None:
+        self.recovery["blocks_replayed"] += 1
+        self.recovery["frames_replayed"] += frames
+
+    def reset_recovered(self) -> None:
+        """Forget what a partial load put in, before a full replay."""
+        self._idx.reset(1, 0, 0)
+        self._ttl_exp.clear()
+        self._ttl_heap.clear()
+        self._never.clear()
+        self._lost.clear()
+        self._ttl_log.clear()
+        self._idx_hash.clear()
+        self.damage.clear()
+        for key in self.recovery:
+            self.recovery[key] = 0
 
     # -- writing -----------------------------------------------------------------------------
     def _roll(self) -> None:
@@ -343,9 +388,13 @@ class FileStore(BaseStore):
     def _persist_last(self, seq: int, ts: int) -> None:
         self._append_ctl(rec.K_LAST, seq)
 
+    def _floor_seq(self) -> int:
+        """The floor to record: never above a lost seq (a floor would delete it)."""
+        first = self._idx.first
+        return min(first, self._lost[0]) if self._lost else first
+
     def _commit(self) -> None:
-        idx = self._idx
-        floor = idx.first
+        floor = self._floor_seq()
         if floor > self._floor:
             self._append_ctl(rec.K_FLOOR, floor)
             self._floor = floor
@@ -400,7 +449,7 @@ class FileStore(BaseStore):
     def _write_index(self, blk: Block) -> None:
         table = self._ram_table(blk)
         self._idx_hash[blk.no] = write_table(blk.index_path, table, blk.tail(blk.size),
-                                             self._codec)
+                                             self._codec, blk.checksum(), self._floor_seq())
         if blk is not self._active:
             self._ttl_log.pop(blk.no, None)
 
@@ -465,9 +514,14 @@ class FileStore(BaseStore):
         loc, length = idx.aux[0][i], idx.aux[1][i]
         blk = self._blocks.get(loc >> _OFF_BITS)
         if blk is None:
-            raise StoreCorruptionError(err=f"block of sequence {seq} is missing")
+            raise self._damaged(seq, "is in a block file that is missing")
         off = loc & _OFF_MASK
         return blk, off, blk.pread(length, off)
+
+    def _damaged(self, seq: int, what: str) -> StoreCorruptionError:
+        """The error for a record found damaged as it was read; its seq is lost from now."""
+        self._mark_lost((seq,))
+        return StoreCorruptionError(err=f"record of sequence {seq} {what}", seq=seq)
 
     def _read(self, seq: int) -> StoredMsg:
         _blk, _off, buf = self._frame(seq)
@@ -475,11 +529,10 @@ class FileStore(BaseStore):
 
     def _decode(self, seq: int, buf: bytes) -> StoredMsg:
         if not rec.check(buf, 0, len(buf)):
-            self._lost_seq(seq)
-            raise StoreCorruptionError(err=f"record of sequence {seq} failed its checksum")
+            raise self._damaged(seq, "failed its checksum")
         length, flags, kind, fseq, ts = rec.parse_head(buf, 0)
         if kind != rec.K_MSG or fseq != seq or length != len(buf):
-            raise StoreCorruptionError(err=f"record of sequence {seq} is not where the index says")
+            raise self._damaged(seq, "is not where the index says")
         body = rec.body_of(buf, 0, length)
         if flags & (rec.F_COMPRESSED | rec.F_ENCRYPTED):
             body = self._codec.decode(flags, buf[:rec.HEAD_LEN], body)
@@ -510,27 +563,47 @@ class FileStore(BaseStore):
     # -- copying to another replica ----------------------------------------------------------
     def export_range(self, start_seq: int, max_bytes: int) -> tuple[bytes, int]:
         """The records as they are on disk (so an encrypted store's copy stays encrypted),
-        read with one ``pread`` per run of adjacent records."""
+        read with one ``pread`` per run of adjacent records, each checksum verified: a
+        damaged record is lost from then on (the chunk ends before it, as before any lost
+        seq, and a call starting at it raises ``StoreCorruptionError``)."""
         self._check_open()
         idx = self._idx
         locs, lens = idx.aux
+        stop = self._lost_stop(start_seq)
         parts: list[bytes] = []
+        seqs: list[int] = []
+        sizes: list[int] = []
         total, run_no, run_start, run_end = 0, -1, 0, 0
         seq = idx.next_live(start_seq) if idx.msgs else 0
-        while seq and total < max_bytes:
+        while seq and total < max_bytes and not (stop and seq > stop):
             i = seq - idx.base
             loc, n = locs[i], lens[i]
             no, off = loc >> _OFF_BITS, loc & _OFF_MASK
             if no != run_no or off != run_end:
                 if run_end > run_start:
-                    parts.append(self._run(run_no, run_start, run_end))
+                    parts.append(self._export_run(run_no, run_start, run_end, seqs))
                 run_no, run_start, run_end = no, off, off
             run_end += n
             total += n
+            seqs.append(seq)
+            sizes.append(n)
             seq = idx.next_live(seq + 1)
         if run_end > run_start:
-            parts.append(self._run(run_no, run_start, run_end))
-        return b"".join(parts), (seq or idx.last + 1)
+            parts.append(self._export_run(run_no, run_start, run_end, seqs))
+        out = b"".join(parts)
+        bad = first_bad(out, seqs, sizes)
+        if bad >= 0:  # the chunk ends before it; a call starting at it raises
+            err = self._damaged(seqs[bad], "failed its checksum")
+            if not bad:
+                raise err
+            return out[:sum(sizes[:bad])], seqs[bad]
+        return out, self._export_next(seq, stop, bool(seqs))
+
+    def _export_run(self, no: int, start: int, end: int, seqs: list[int]) -> bytes:
+        blk = self._blocks.get(no)
+        if blk is None:  # only a bug drops a block the index still points into
+            raise self._damaged(seqs[-1], "is in a block file that is missing")
+        return blk.pread(end - start, start)
 
     def import_records(self, buf) -> int:
         """Plain records are written as they came (each checksum verified, no re-encoding)
@@ -589,17 +662,27 @@ class FileStore(BaseStore):
     def _plain_body(self, buf, off: int, length: int, flags: int) -> bytes:
         return self._codec.frame_body(buf, off, length, flags)
 
-    def _lost_seq(self, seq: int) -> None:
-        if seq not in self._lost:
-            self._lost.append(seq)
-
     # -- deletes -----------------------------------------------------------------------------
     def _erase(self, seq: int) -> None:
         blk, off, buf = self._frame(seq)
         length, _flags, _kind, _seq, ts = rec.parse_head(buf, 0)
         filler = rec.encode_frame(0, seq | rec.K_ERASED, ts, os.urandom(length - rec.MIN_FRAME))
-        os.pwrite(blk.fd, filler, off)
+        blk.overwrite(filler, off)
         self._dirty.add(blk)
+        if blk is not self._active and blk not in self._seal:
+            # its index file's checksum is the old bytes': index it again at the next
+            # checkpoint, with the TTLs its index file keeps
+            if blk.no not in self._ttl_log:
+                self._ttl_log[blk.no] = self._block_ttls(blk)
+            self._seal.append(blk)
+
+    def _block_ttls(self, blk: Block) -> list:
+        """The Nats-TTL log of a sealed block: from its index file, else its frames."""
+        got = read_table(blk.index_path, self._codec)
+        if got is not None and got[0].no == blk.no:
+            return [list(e) for e in got[0].ttls]
+        return frames_table(blk.read_all(), 0, blk.no, self._codec, self._ttl_of, [])[0].ttls
+
 
     def _on_compact(self, seq: int) -> None:
         active = self._active
@@ -613,7 +696,7 @@ class FileStore(BaseStore):
 
     def _wipe(self) -> None:
         self._wbuf.clear()
-        ckp.remove(os.path.join(self.directory, ckp.NAME))
+        self._drop_checkpoint()
         for blk in list(self._blocks.values()):
             blk.unlink()
         self._blocks.clear()
@@ -636,7 +719,7 @@ class FileStore(BaseStore):
         if cut is None:
             return
         # index files and the checkpoint describe what is about to be cut: drop them first
-        ckp.remove(os.path.join(self.directory, ckp.NAME))
+        self._drop_checkpoint()
         self._ckpt_due = True
         self._seal = [b for b in self._seal if b.no < cut.no]
         cut.unlink_index()
@@ -659,17 +742,24 @@ class FileStore(BaseStore):
         # control records past the cut are gone: restate the floor, the deletes and the end
         idx = self._idx
         self._floor = 0
-        deleted = idx.deleted()
-        self._removed = deleted
+        lost = self._lost
+        self._removed = [s for s in idx.deleted() if s not in lost] if lost else idx.deleted()
         self._append_ctl(rec.K_LAST, seq)
+
+    def _drop_checkpoint(self) -> None:
+        """Remove the checkpoint for good before blocks are cut or dropped: one that
+        outlived them would describe other blocks, which reads as damage."""
+        path = os.path.join(self.directory, ckp.NAME)
+        if os.path.exists(path):
+            ckp.remove(path)
+            fsync_dir(self.directory)
 
     def _ttls_up_to(self, blk: Block, buf, end: int, seq: int, log) -> list:
         """The TTL log of a cut block: from memory while it was the active one, else (its
         index file is gone) from its frames."""
         if log is not None:
             return [e for e in log if e[0] <= seq]
-        decoded = frames_table(buf[:end], 0, blk.no, self._codec, self._ttl_of)
-        return decoded[0].ttls if decoded is not None else []
+        return frames_table(buf[:end], 0, blk.no, self._codec, self._ttl_of, [])[0].ttls
 
     # -- lifecycle ---------------------------------------------------------------------------
     def flush(self) -> None:

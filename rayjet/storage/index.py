@@ -132,22 +132,26 @@ class Index:
         self._match_cache.clear()
 
     def load(self, first: int, last: int, last_ts: int, cols: dict, names: list[str],
-             dead: tuple[np.ndarray, np.ndarray]) -> None:
+             dead: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Fill the index at once from numpy columns (reopening from a checkpoint).
 
         ``cols`` has ``seq`` (ascending), ``ts``, ``size``, ``sid`` (an index into ``names``)
         and ``aux0``.. for the aux arrays; seqs first..last that are not in ``seq`` or fall in
-        the ``dead`` runs (starts, lengths) are deleted.
+        the ``dead`` runs (starts, lengths) are deleted. Returns the seqs outside the dead
+        runs that ``cols`` lacks (live ones it should have held).
         """
         self.reset(first, last, last_ts)
         n = last - first + 1
         if n <= 0:
-            return
+            return np.zeros(0, np.int64)
         seqs = cols["seq"]
         keep = (seqs >= first) & (seqs <= last)
         pos = (seqs[keep] - np.uint64(first)).astype(np.intp)
         size = _scatter(n, pos, cols["size"][keep], np.uint32)
-        size[_dead_mask(n, first, *dead)] = 0
+        dead_mask = _dead_mask(n, first, *dead)
+        size[dead_mask] = 0
+        missing = np.flatnonzero((size == 0) & ~dead_mask).astype(np.int64) + first
+        del dead_mask
         live = np.flatnonzero(size)
         sid = self._load_subjects(live, _scatter(n, pos, cols["sid"][keep], np.uint32)[live],
                                   names, first)
@@ -161,6 +165,12 @@ class Index:
             self.aux[i] = _to_array(kind, col)
         self.msgs = len(live)
         self.bytes = int(size.sum(dtype=np.uint64))
+        return missing
+
+    def settle_first(self) -> None:
+        """Move ``first`` to the first live seq (a load can leave it on a missing one)."""
+        if not self.msgs or not self.live(self.first):
+            self._advance_first()
 
     def _load_subjects(self, live: np.ndarray, gsid: np.ndarray, names: list[str],
                        first: int) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Sequences start at 1; 0 means "none". Timestamps are int nanoseconds since the epoch.
 Missing messages raise ``NotFoundError`` (err_code 10037); writes refused by a discard-new
-limit raise ``StoreLimitError`` (err_code 10077).
+limit raise ``StoreLimitError`` (err_code 10077). A message the store lost to damage is not
+missing: reads that reach it raise ``StoreCorruptionError`` (its ``fields["seq"]`` names it).
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ class StoreState:
     num_subjects: int = 0
     num_deleted: int = 0
     deleted: list[int] = field(default_factory=list)
-    # sequences whose records failed their checksum or were cut off (FileStore recovery)
+    # seqs of stored messages lost to damage (FileStore: a record failed its checksum or is
+    # missing from the files), ascending; not live (not in msgs/bytes, counted in
+    # num_deleted and listed in deleted), but reads that reach one raise
+    # StoreCorruptionError. fast_state() has them too.
     lost: list[int] = field(default_factory=list)
 
 
@@ -107,7 +111,11 @@ class StreamStore(Protocol):
 
     def compact(self, seq: int) -> int: ...
 
-    def truncate(self, seq: int) -> None: ...
+    def truncate(self, seq: int) -> None:
+        """Drop every message above ``seq``; seqs above it lost to damage are forgotten."""
+
+    def first_damaged_seq(self) -> int:
+        """The lowest seq lost to damage (``StoreState.lost``), 0 when none (MemStore: 0)."""
 
     def expire(self, now_ns: int | None = None) -> int: ...
 

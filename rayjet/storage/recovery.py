@@ -18,8 +18,9 @@ import numpy as np
 from rayjet.errors import APIError, EncryptionKeyError
 from rayjet.storage import checkpoint as ckp
 from rayjet.storage import record as rec
-from rayjet.storage.block import Block, Damage, scan
-from rayjet.storage.blockindex import Table, frames_table, read_table
+from rayjet.storage import scrub
+from rayjet.storage.block import Damage, scan
+from rayjet.storage.blockindex import read_table
 
 if TYPE_CHECKING:
     from rayjet.storage.filestore import FileStore
@@ -37,43 +38,88 @@ def frame_top(buf, f) -> int:
 
 
 def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
-    """Apply the frames from block ``start[0]`` offset ``start[1]`` on (all by default)."""
-    idx, codec = store._idx, store._codec
-    numbers = sorted(n for n in store._blocks if n >= start[0])
+    """Apply the frames from block ``start[0]`` offset ``start[1]`` on (all by default).
+
+    A seq the frames jump over right after damage (or a missing block) is lost; so is,
+    in a full replay, a message a block's index file lists that the block no longer holds
+    intact. A later frame that deletes a lost seq makes it a deleted one.
+    """
+    idx, codec = store.index, store.codec
+    numbers = [n for n in store.block_numbers() if n >= start[0]]
     stats = store.recovery
-    damaged = False
+    # the checkpointed block gone or cut short: what followed the checkpoint in it is too
+    damaged = start != (0, 0) and (not numbers or numbers[0] != start[0]
+                                   or store.block(start[0]).size < start[1])
+    prev = None
+    # a full replay starts where the first block's index file says the store did (the
+    # blocks before it were compacted away, or lost: then no floor record covers them)
+    floor = _indexed_first(store, numbers[0]) if numbers and start == (0, 0) else 0
     for no in numbers:
-        blk = store._blocks[no]
+        blk = store.block(no)
+        if prev is not None and no != prev + 1:
+            damaged = True  # a block in between is gone
+        prev = no
         buf = blk.read_all()
         skip = start[1] if no == start[0] else 0
         if skip >= len(buf):
             continue
         stats["blocks_replayed"] += 1
         if not skip:
-            store._ttl_log[no] = []
+            store.clear_ttl_log(no)
+        hurt = False
         for f in scan(buf, skip):
             stats["frames_replayed"] += 1
             if isinstance(f, Damage):
-                damaged = True
-                store.damage.append((no, f.offset, f.end))
+                damaged = hurt = True
+                store.note_damage(no, [(f.offset, f.end)])
                 if f.end >= len(buf):
-                    if f.claimed_seq == idx.last + 1:
-                        store._lost_seq(f.claimed_seq)
+                    if f.complete and (f.claimed_seq == idx.last + 1
+                                       or f.claimed_kind == rec.K_MSG):
+                        # a whole message record failed its hash (a torn write is not a
+                        # loss: it never completed, and its seq is taken again)
+                        store.lost.add(idx.last + 1)
+                        idx.skip(idx.last + 1, 1)
                     if no == numbers[-1]:
                         blk.truncate(f.offset)  # torn tail: new records follow the last good one
                 continue
             top = frame_top(buf, f)
             if damaged and f.kind in (rec.K_MSG, rec.K_DEL, rec.K_ERASED) \
                     and f.seq > idx.last + 1 and idx.last:
-                for s in range(idx.last + 1, f.seq):
-                    store._lost_seq(s)
+                store.lost.update(range(idx.last + 1, f.seq))
+            if floor and f.kind == rec.K_MSG and not idx.last:
+                if f.seq > floor:
+                    store.lost.update(range(floor, f.seq))
+                floor = 0
             damaged = False
             if f.kind == rec.K_MSG:
                 _apply_msg(store, buf, f, no, codec)
             else:
                 _apply_control(store, buf, f, top)
+        if not skip and start == (0, 0):
+            _indexed_but_gone(store, no, buf, hurt)
         blk.max_seq = idx.last
     _settle_ttls(store)
+
+
+def _indexed_first(store: FileStore, no: int) -> int:
+    got = read_table(store.block(no).index_path, store.codec)
+    return (got[0].first or 0) if got is not None and got[0].no == no else 0
+
+
+def _indexed_but_gone(store: FileStore, no: int, buf, hurt: bool) -> None:
+    """In a full replay: the messages a damaged (or cut short) block's index file lists
+    that its frames no longer hold are lost."""
+    got = read_table(store.block(no).index_path, store.codec)
+    if got is None or got[0].no != no or not (hurt or len(buf) < got[0].covered):
+        return
+    gone = scrub.gone_rows(no, buf, got[0])
+    idx = store.index
+    gone = [s for s in gone or () if not idx.live(s)]
+    if not gone:
+        return
+    store.lost.update(gone)
+    if gone[-1] > idx.last:
+        idx.skip(idx.last + 1, gone[-1] - idx.last)
 
 
 def _settle_ttls(store: FileStore) -> None:
@@ -94,7 +140,7 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
     except EncryptionKeyError:
         raise
     except APIError:
-        store._lost_seq(f.seq)
+        store.lost.add(f.seq)
         idx.skip(idx.last + 1, f.seq - idx.last)
         return
     subject, hdr, data = rec.split_body(body, bool(f.flags & rec.F_HDR))
@@ -110,11 +156,18 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
 def _apply_control(store: FileStore, buf, f, top: int) -> None:
     idx = store._idx
     kind = f.kind
+    lost = store.lost
     if kind == rec.K_FLOOR:
         idx.remove_below(f.seq)
+        if lost:
+            lost.drop_range(0, f.seq - 1)
     elif kind in (rec.K_DEL, rec.K_ERASED):
         for s in range(max(f.seq, idx.first), min(top, idx.last) + 1):
             idx.remove(s)
+        if lost:
+            lost.drop_range(f.seq, top)
+    elif kind == rec.K_LAST and lost:
+        lost.drop_range(f.seq + 1, rec.SEQ_MASK)  # a truncate: what was above it is gone
     if top > idx.last:
         idx.skip(idx.last + 1, top - idx.last)
     if top >= idx.last:
@@ -122,96 +175,55 @@ def _apply_control(store: FileStore, buf, f, top: int) -> None:
 
 
 def cut_offset(buf, seq: int) -> int:
-    """Where to cut a block so no frame in it names a seq above ``seq``."""
+    """Where to cut a block so no frame in it names a seq above ``seq``: after the last
+    intact frame before the first one that does (damage in between goes too)."""
+    keep = 0
     for f in scan(buf):
         if isinstance(f, Damage):
-            return f.offset
+            continue
         if frame_top(buf, f) > seq:
-            return f.offset
-    return len(buf)
-
-
+            break
+        keep = f.offset + f.length
+    return keep
 
 
 # -- reopening from a checkpoint -------------------------------------------------------------
 def load_checkpoint(store: FileStore) -> bool:
-    """Load what the latest checkpoint describes, then replay only the frames after it.
+    """Load what the latest checkpoint describes, verifying every block it covers
+    (:mod:`rayjet.storage.scrub`), then replay only the frames after it.
 
-    False (and the store left empty) when the checkpoint is missing, damaged or does not
-    match the blocks on disk: the caller replays everything then.
+    Messages the checkpoint says are live whose records are damaged or missing are lost
+    (``StoreState.lost``). False (and the store left empty) when the checkpoint is missing,
+    damaged or describes other blocks than those on disk: the caller replays everything.
     """
     ck = ckp.read(os.path.join(store.directory, ckp.NAME))
     if ck is None or not ck.blocks:
         return False
-    tables = _tables(store, ck)
-    if tables is None or not _apply(store, ck, tables):
+    checks = None
+    try:
+        checks = scrub.Verification(store, ck)
+        ok = _apply(store, ck, checks.checks)
+        if ok:
+            checks.finish()
+    except scrub.Stale:
+        ok = False
+    finally:
+        if checks is not None:
+            checks.close()
+    if not ok:
         _forget(store)
         return False
     replay(store, (ck.blocks[-1][0], ck.blocks[-1][1]))
     return True
 
 
-def _tables(store: FileStore, ck: ckp.Checkpoint) -> list[Table] | None:
-    """The message tables of every block prefix the checkpoint covers, or None."""
-    blocks = store._blocks
-    last_no, last_size = ck.blocks[-1][0], ck.blocks[-1][1]
-    listed = {b[0] for b in ck.blocks}
-    if any(no < last_no and no not in listed for no in blocks):
-        return None
-    tables: list[Table] = []
-    for no, size, max_seq, digest in ck.blocks:
-        blk = blocks.get(no)
-        if blk is None:
-            if max_seq < ck.first:
-                continue  # compacted away: it held nothing live
-            return None
-        if blk.size < size or (no != last_no and blk.size != size):
-            return None
-        blk.max_seq = max_seq
-        if max_seq < ck.first:
-            continue
-        got = _block_tables(store, blk, size, digest)
-        if got is None:
-            return None
-        tables += got
-    last = blocks.get(last_no)
-    if last is not None and last.tail(last_size).hex() != ck.tail:
-        return None  # the checkpoint is from before the block was cut or rewritten
-    return tables
-
-
-def _block_tables(store: FileStore, blk: Block, size: int, digest: str) -> list[Table] | None:
-    """The table of ``blk[:size]``: its index file where the checkpoint trusted it and it
-    still matches the block, the remaining frames decoded."""
-    stats = store.recovery
-    parts: list[Table] = []
-    covered = 0
-    got = read_table(blk.index_path, store._codec) if digest else None
-    if got is not None:
-        table, tail, file_hash = got
-        if file_hash.hex() == digest and table.no == blk.no and table.covered <= size \
-                and blk.tail(table.covered) == tail:
-            parts.append(table)
-            covered = table.covered
-            store._idx_hash[blk.no] = file_hash
-    if covered < size:
-        buf = os.pread(blk.fd, size - covered, covered)
-        decoded = frames_table(buf, covered, blk.no, store._codec, store._ttl_of)
-        if decoded is None:
-            return None
-        parts.append(decoded[0])
-        stats["blocks_replayed"] += 1
-        stats["frames_replayed"] += decoded[1]
-    else:
-        stats["blocks_loaded"] += 1
-    return parts
-
-
-def _apply(store: FileStore, ck: ckp.Checkpoint, tables: list[Table]) -> bool:
-    """Fill the index from the tables and the checkpoint; False when they disagree."""
+def _apply(store: FileStore, ck: ckp.Checkpoint, checks: list[scrub.BlockCheck]) -> bool:
+    """Fill the index from the blocks' tables and the checkpoint; False when they disagree.
+    Live seqs no table holds must lie in blocks found damaged: they are lost."""
     ids: dict[str, int] = {}
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("seq", "ts", "size", "sid",
                                                           "aux0", "aux1")}
+    tables = [t for c in checks for t in c.tables]
     for t in tables:
         c = t.cols
         lut = np.array([ids.setdefault(n, len(ids)) for n in t.names], np.uint32)
@@ -225,29 +237,50 @@ def _apply(store: FileStore, ck: ckp.Checkpoint, tables: list[Table]) -> bool:
     seqs = cols["seq"]
     if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):
         return False
-    idx = store._idx
-    idx.load(ck.first, ck.last, ck.last_ts, cols, list(ids), (ck.dead_starts, ck.dead_lens))
-    if idx.msgs != ck.msgs or idx.bytes != ck.bytes or (idx.msgs and not idx.live(ck.first)):
+    idx = store.index
+    missing = idx.load(ck.first, ck.last, ck.last_ts, cols, list(ids),
+                       (ck.dead_starts, ck.dead_lens))
+    if idx.msgs + len(missing) != ck.msgs:
         return False
-    store._lost = list(ck.lost)
+    lost: list[int] = []
+    if len(missing):
+        if not _explained(missing, checks, idx.bytes, ck.bytes):
+            return False
+        erased = {s for c in checks for s in c.erased}
+        lost = [s for s in missing.tolist() if s not in erased]
+        idx.settle_first()
+    elif idx.bytes != ck.bytes or (idx.msgs and not idx.live(ck.first)):
+        return False
+    store.lost.replace([*ck.lost, *lost])
     for t in tables:
-        for seq, ts, ttl in t.ttls:
-            store._track_ttl(seq, ts, ttl)
-        store._ttl_log.setdefault(t.no, []).extend(t.ttls)
+        store.track_ttls(t.no, t.ttls)
     return True
+
+
+def _explained(missing: np.ndarray, checks: list[scrub.BlockCheck], have: int,
+               want: int) -> bool:
+    """Whether every missing seq lies in a block found damaged (or erased there), and the
+    bytes add up to the checkpoint's as far as the index files tell the sizes."""
+    known: dict[int, int] = {}
+    bounds = []
+    for c in checks:
+        known.update(c.lost)
+        known.update(c.erased)
+        if c.damaged or c.erased:
+            bounds.append((c.lo, c.hi))
+    his = np.array([b[1] for b in bounds], np.int64)
+    at = np.searchsorted(his, missing.astype(np.int64), side="left")
+    los = np.array([b[0] for b in bounds] + [np.iinfo(np.int64).max], np.int64)
+    if len(missing) and (np.any(at >= len(bounds)) or np.any(missing <= los[at])):
+        return False
+    sizes = [known.get(s) for s in missing.tolist()]
+    total = have + sum(v for v in sizes if v is not None)
+    return total == want if None not in sizes else total < want
 
 
 def _forget(store: FileStore) -> None:
     """Undo a partial load before a full replay."""
-    store._idx.reset(1, 0, 0)
-    store._ttl_exp.clear()
-    store._ttl_heap.clear()
-    store._never.clear()
-    store._lost = []
-    store._ttl_log.clear()
-    store._idx_hash.clear()
-    for key in store.recovery:
-        store.recovery[key] = 0
+    store.reset_recovered()
 
 
 __all__ = ["cut_offset", "load_checkpoint", "replay"]
