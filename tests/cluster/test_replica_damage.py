@@ -17,11 +17,13 @@ SCRIPT = textwrap.dedent("""
     import hashlib, json, sys, time
     import ray, rayjet
     from rayjet import StorageType
-    from tests.replicas import stream_replicas
+    from rayjet.api import AckPolicy
+    from tests.replicas import consumer_replicas, stream_replicas
 
     data_dir, phase = sys.argv[1], sys.argv[2]
     CASES = json.loads(%r)
     COUNT = 300
+    CONSUMER_ON = "WFF"
 
     def body(name, i):
         return (b"%%s-%%05d-" %% (name.encode(), i)) * 40  # ~1 KB, unique per message
@@ -50,6 +52,18 @@ SCRIPT = textwrap.dedent("""
                 out[name] = {"group": a["group"], "acked": acked,
                              "leader": next(r for r, s in st.items() if s["role"] == "Leader"),
                              "replicas": sorted(st)}
+            # a durable R3 consumer of one stream, 100 messages acked: its raft log is
+            # damaged on one replica too
+            js.add_consumer(CONSUMER_ON, durable_name="C", ack_policy=AckPolicy.EXPLICIT)
+            sub = js.pull_subscribe(CONSUMER_ON + ".a", durable="C", stream=CONSUMER_ON)
+            acked_n = 0
+            while acked_n < 100:
+                for m in sub.fetch(100 - acked_n, timeout=5):
+                    m.ack_sync()
+                    acked_n += 1
+            ca = js._meta_call("consumer_assignment", CONSUMER_ON, "C")
+            out["consumer"] = {"group": ca["group"], "replicas": sorted(r for r, _ in ca["peers"]),
+                               "leader": js.consumer_info(CONSUMER_ON, "C").cluster.leader}
             print("WRITTEN " + json.dumps(out))
         else:
             report = {}
@@ -77,6 +91,21 @@ SCRIPT = textwrap.dedent("""
                 report[name] = {"read": got, "after": after, "messages": info.state.messages,
                                 "damage": {r: h["damage"] for r, h in
                                            js.stream_replica_health(name).items()}}
+            info = js.consumer_info(CONSUMER_ON, "C")
+            sub = js.pull_subscribe(CONSUMER_ON + ".a", durable="C", stream=CONSUMER_ON)
+            [m] = sub.fetch(1, timeout=10)
+            deadline = time.monotonic() + 120
+            while True:
+                st = {rid: ray.get(h.status.remote(), timeout=30)
+                      for rid, h in consumer_replicas(js, CONSUMER_ON, "C").items()}
+                if (len({s["applied"] for s in st.values()}) == 1
+                        and not any(s["rejoining"] for s in st.values())):
+                    break
+                assert time.monotonic() < deadline, st
+                time.sleep(0.2)
+            report["consumer"] = {"ack_floor": info.ack_floor.stream_seq,
+                                  "next": m.metadata.sequence.stream,
+                                  "damage": {r: s["damage"] for r, s in st.items()}}
             print("VERIFIED " + json.dumps(report))
 """)
 
@@ -142,6 +171,11 @@ def test_one_damaged_replica_loses_nothing_and_rejoins(tmp_path, monkeypatch):
         assert (root / "raft" / "snapshot.bin").exists(), "no snapshot: the case tests nothing"
         DAMAGE[kind](root)
         damaged[name] = (victim, root)
+    c = written["consumer"]
+    c_victim = next(r for r in c["replicas"] if r != c["leader"])
+    c_root = tmp_path / "data" / "consumers" / c["group"] / c_victim
+    assert (c_root / "raft" / "wal.log").exists(), "no consumer log: the case tests nothing"
+    _flip_bits(c_root / "raft" / "wal.log")
     out = run_phases(tmp_path, script, ["verify"], timeout=300)
     report = json.loads(out.split("VERIFIED ", 1)[1].splitlines()[0])
     for name, (victim, root) in damaged.items():
@@ -156,4 +190,8 @@ def test_one_damaged_replica_loses_nothing_and_rejoins(tmp_path, monkeypatch):
         assert not any(d for rid, d in r["damage"].items() if rid != victim)
         if CASES[name][1] in ("wal_flips", "snapshot_flips"):  # moved aside, kept for a look
             assert root.with_name(root.name + DAMAGED_SUFFIX).exists()
-
+    # the consumer's acks survived the damage to one of its replicas, which rejoined
+    rc = report["consumer"]
+    assert (rc["ack_floor"], rc["next"]) == (100, 101), rc
+    assert rc["damage"][c_victim] and not any(
+        d for rid, d in rc["damage"].items() if rid != c_victim)
