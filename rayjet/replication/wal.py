@@ -35,6 +35,7 @@ from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
 from rayjet.errors import EncryptionKeyError, StoreCorruptionError
 from rayjet.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
 from rayjet.raft.storage import MemoryLogStorage
+from rayjet.replication.wal_synced import SyncedMark
 from rayjet.storage.config import ALWAYS
 from rayjet.storage.crypto import RecordCipher
 from rayjet.storage.fsutil import fsync_dir, make_dirs
@@ -98,6 +99,7 @@ class FileLogStorage:
         self._cipher = cipher
         self._plain_seen = False  # a plain record or snapshot read while a cipher is set
         self._mem = MemoryLogStorage()
+        self._synced = SyncedMark(self.dir)
         self._replay()
         self._file = open(self._wal_path, "ab")  # noqa: SIM115 - kept open for appends
         self._size = self._file.tell()
@@ -209,6 +211,7 @@ class FileLogStorage:
         if self._dirty:
             self._file.flush()
             os.fsync(self._file.fileno())
+            self._synced.record(self._file.fileno(), self._size)
             self.sync_count += 1
             self._dirty = False
         self._last_sync = self._clock.monotonic_ns()
@@ -222,6 +225,7 @@ class FileLogStorage:
         if not self._file.closed:
             self.sync()
             self._file.close()
+        self._synced.close()
 
     # -- internals --------------------------------------------------------------------------
     def _frame(self, record: list, offset: int) -> bytes:
@@ -277,23 +281,39 @@ class FileLogStorage:
         self._file = open(self._wal_path, "ab")  # noqa: SIM115
         self._size = self._file.tell()
         self._dirty = False
+        self._synced.record(self._file.fileno(), self._size)
 
     def _replay(self) -> None:
         if self._snap_path.exists():
             raw = self._snap_path.read_bytes()
             self._plain_seen = self._cipher is not None and raw.startswith(_SNAP_MAGIC)
             self._mem.apply_snapshot(_decode_snapshot(raw, self._snap_path, self._cipher))
-        if not self._wal_path.exists():
+        wal_size = self._wal_path.stat().st_size if self._wal_path.exists() else 0
+        if wal_size == 0 and self._snap_path.exists():
+            # a log is written (and fsynced) before any snapshot of it is taken
+            raise StoreCorruptionError(
+                err=f"raft log {self._wal_path} is missing or empty beside its snapshot")
+        synced = self._synced.claimed(self._wal_path) if self._wal_path.exists() else 0
+        if wal_size < synced:
+            raise StoreCorruptionError(
+                err=f"raft log {self._wal_path} is {wal_size} bytes but {synced} were fsynced")
+        if not wal_size:
             return
         raw = self._wal_path.read_bytes()
         pos, end = 0, len(raw)
+        if end < synced:
+            raise StoreCorruptionError(
+                err=f"raft log {self._wal_path} is {end} bytes but {synced} were fsynced")
         while pos < end:
-            if end - pos < _HEADER.size:
-                break  # torn header at the tail
+            if end - pos < _HEADER.size or \
+                    pos + _HEADER.size + (_HEADER.unpack_from(raw, pos)[0] & ~_SEALED) > end:
+                if pos < synced:
+                    raise StoreCorruptionError(
+                        err=f"raft log {self._wal_path} record at byte {pos} is cut short "
+                            f"before the {synced} bytes that were fsynced")
+                break  # torn at the tail: written after the last fsync
             length, crc = _HEADER.unpack_from(raw, pos)
             body_end = pos + _HEADER.size + (length & ~_SEALED)
-            if body_end > end:
-                break  # torn record at the tail
             payload = raw[pos + _HEADER.size:body_end]
             if zlib.crc32(payload) != crc:
                 raise StoreCorruptionError(

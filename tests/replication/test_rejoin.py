@@ -144,6 +144,7 @@ def test_a_hard_state_past_the_log_is_damage(tmp_path):
     scratch.close()
     (tmp_path / victim / "raft" / "wal.log").write_bytes(
         (tmp_path / "scratch" / "wal.log").read_bytes())
+    (tmp_path / victim / "raft" / "wal.synced").unlink()  # (it would tell the cut first)
     damage = _restart(net, tmp_path, victim)
     assert damage is not None and "RaftError" in damage
     leader.propose(b"z")
