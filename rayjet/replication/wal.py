@@ -101,7 +101,10 @@ class FileLogStorage:
         self._mem = MemoryLogStorage()
         self._synced = SyncedMark(self.dir)
         self._replay()
+        created = not self._wal_path.exists()
         self._file = open(self._wal_path, "ab")  # noqa: SIM115 - kept open for appends
+        if created:
+            fsync_dir(self.dir)  # the log's name must outlive a power loss as its records do
         self._size = self._file.tell()
         self._dirty = False
         self._last_sync = self._clock.monotonic_ns()
