@@ -13,20 +13,7 @@ import pytest
 from rayjet.actors.stream import StreamReplica
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.errors import DuplicateInProcessError, NotLeaderError
-
-
-@pytest.fixture(autouse=True)
-def no_metrics(monkeypatch):
-    monkeypatch.setenv("RAYJET_METRICS", "0")
-
-
-async def leading(replica: StreamReplica) -> None:
-    await replica.ping()
-    for _ in range(1000):
-        if replica.engine.is_leader:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the single replica did not lead")
+from tests.actors.test_dropped_proposal import leading, no_metrics  # noqa: F401 - a fixture
 
 
 class HeldProposals:
