@@ -24,6 +24,7 @@ STREAM = ("stream",)
 REPLICA = ("stream", "replica")
 CONSUMER = ("stream", "consumer")
 RAFT = ("kind", "group")
+RAFT_REPLICA = ("kind", "group", "replica")
 
 # name -> (description, tag keys)
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -43,6 +44,9 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
                                              CONSUMER),
     "rayjet_consumer_ack_floor_stream_seq": ("Stream sequence below which all is acked",
                                              CONSUMER),
+    "rayjet_raft_replica_health": ("0 serving; 1 repairing (rejoining after damage to its "
+                                   "log, or copying its store from a peer); 2 stopped on a "
+                                   "disk error until restarted", RAFT_REPLICA),
 }
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rayjet_stream_published_total": ("Sequences the stream assigned (messages stored)",
@@ -205,6 +209,10 @@ class RaftMetrics:
 
     def committed(self, seconds: float) -> None:
         self.out.observe("rayjet_raft_commit_latency_seconds", seconds, self.tags)
+
+    def health(self, replica: str, value: int) -> None:
+        """Every member says how it is (set by each replica, leader or not)."""
+        self.out.gauge("rayjet_raft_replica_health", value, {**self.tags, "replica": replica})
 
     def flush(self) -> None:
         if self.proposals:

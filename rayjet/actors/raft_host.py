@@ -158,6 +158,10 @@ class RaftHost:
                 await self._woken.wait()
                 continue
             await asyncio.sleep(self.tick_seconds)
+            ticks += 1
+            if self.metrics is not None and ticks % flush_every == 0:
+                self.metrics.flush()
+                self.metrics.health(self.group.id, self.health())
             if self.group.failure is not None:
                 if not failed:
                     failed = True
@@ -167,9 +171,6 @@ class RaftHost:
             try:
                 self.group.tick()
                 self.pump()
-                ticks += 1
-                if self.metrics is not None and ticks % flush_every == 0:
-                    self.metrics.flush()
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
 
@@ -337,6 +338,13 @@ class RaftHost:
                  "lag": max(0, last - pr.match)}
                 for nid, pr in raft.prs.items() if nid != group.id]
 
+    def health(self) -> int:
+        """0 serving, 1 repairing (rejoining or copying its store), 2 stopped (failure)."""
+        group = self.group
+        if group.failure is not None:
+            return 2
+        return 1 if group.copying or group.rejoining else 0
+
     def lag(self) -> dict[str, int]:
         """Leader: raft entries each member (itself included, at 0) is behind its log."""
         group = self.group
@@ -351,7 +359,12 @@ class RaftHost:
 
     # -- the pump ---------------------------------------------------------------------------
     def pump(self) -> Output:
-        out = self.group.process()
+        try:
+            out = self.group.process()
+        except ReplicaFailedError as exc:
+            if self.group.failure is not None:  # it stopped: nothing in flight will commit here
+                self._fail_waiters(exc)
+            raise
         if out.sync_first:
             self._schedule_sync()
         if out.messages:

@@ -21,6 +21,7 @@ from typing import Any
 from ray.exceptions import RayError
 
 from rayjet.errors import APIError
+from rayjet.replication.group import ReplicaFailedError
 from rayjet.replication.stream_machine import StoreCopy
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ class StoreCopyTask:
                         # the leader reads the next chunk while we store this one: two
                         # chunks at most are in flight
                         ahead = (next_seq, handle.copy_chunk.remote(next_seq, size))
-                    copy.on_chunk(records, next_seq, last)
+                    with group.stop_on_disk_error():
+                        copy.on_chunk(records, next_seq, last)
                     self.stats["chunks"] += 1
                     self.stats["bytes"] += len(records)
                     continue
@@ -95,10 +97,15 @@ class StoreCopyTask:
                     await asyncio.sleep(RETRY_AFTER)  # a new leader still applying: ask again
                     continue
                 self.stats["bytes"] += len(seal["tail"])
-                if copy.on_seal(seal) and group.copying:
+                with group.stop_on_disk_error():
+                    sealed = copy.on_seal(seal)
+                if sealed and group.copying:
                     replica.host.finish_copy(seal["applied"])
             except asyncio.CancelledError:
                 raise
+            except ReplicaFailedError as exc:
+                log.error("store copy of %s stopped: %s", replica.host.name, exc)
+                return  # the replica stopped on a disk error; a restart copies again
             except (TimeoutError, RayError, APIError, LookupError, ValueError) as exc:
                 ahead = None
                 self.stats["retries"] += 1

@@ -21,9 +21,10 @@ a restart before it makes the copy again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -218,10 +219,28 @@ class ReplicaGroup:
         return self.node.raft.term
 
     # -- the Ready loop ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def stop_on_disk_error(self) -> Iterator[None]:
+        """Run a step that writes this replica's files: a disk error (EIO, ENOSPC) stops
+        the replica (``failure``; ReplicaFailedError) instead of leaving it to go on over
+        files that may not hold what it thinks they hold; a restart reopens it."""
+        try:
+            yield
+        except OSError as exc:
+            if self.failure is None:
+                self.failure = f"disk error: {type(exc).__name__}: {exc}"
+            raise ReplicaFailedError(spec="STREAM_STORE_FAILED",
+                                     description=f"replica {self.id} stopped: {self.failure}"
+                                     ) from exc
+
     def process(self) -> Output:
         if self.failure is not None:
             raise ReplicaFailedError(spec="STREAM_STORE_FAILED",
                                      description=f"replica {self.id} stopped: {self.failure}")
+        with self.stop_on_disk_error():
+            return self._process()
+
+    def _process(self) -> Output:
         out = Output()
         while self.node.has_ready():
             rd = self.node.ready()
@@ -308,7 +327,8 @@ class ReplicaGroup:
     def sync(self) -> None:
         """Make everything ``process`` wrote durable (what ``Output.sync_first`` asks);
         a leader may commit more now (run ``process`` again)."""
-        self.storage.sync()
+        with self.stop_on_disk_error():
+            self.storage.sync()
         self.sync_pending = False
         last = self.storage.last_index()
         self.node.raft.persisted_to(last, self.storage.term(last))
@@ -328,6 +348,10 @@ class ReplicaGroup:
         applied that far): apply the committed entries past it that the log already has."""
         if index < self.applied:
             raise ValueError(f"a copy at {index} is older than the snapshot at {self.applied}")
+        with self.stop_on_disk_error():
+            return self._finish_copy(index)
+
+    def _finish_copy(self, index: int) -> list[Applied]:
         self._set_copying(False)
         self.applied = index
         done: list[Applied] = []

@@ -43,9 +43,22 @@ from rayjet.storage.fsutil import fsync_dir, make_dirs
 _HEADER = struct.Struct("<II")
 _OFFSET = struct.Struct("<Q")
 _SEALED = 1 << 31  # length bit: the payload is sealed
+_CLAIM_DURABLE_EVERY_NS = 1_000_000_000  # how often wal.synced is fsynced as well
 _APPEND, _HARD_STATE, _SNAPSHOT, _COMPACT = 1, 2, 3, 4  # record kinds: only add new numbers
 _SNAP_MAGIC = b"RJSNAP1\n"
 _SNAP_SEALED = b"RJSNAPE\n"
+
+
+def _other_seal_after(raw: bytes, pos: int, end: int, sealed: bool) -> bool:
+    """Whether a record after the one at ``pos`` is sealed where it is not, or plain where
+    it is sealed (a walk of the headers only)."""
+    pos += _HEADER.size + (_HEADER.unpack_from(raw, pos)[0] & ~_SEALED)
+    while end - pos >= _HEADER.size:
+        length = _HEADER.unpack_from(raw, pos)[0]
+        if bool(length & _SEALED) != sealed:
+            return True
+        pos += _HEADER.size + (length & ~_SEALED)
+    return False
 
 
 def _encode_snapshot(snap: Snapshot, cipher: RecordCipher | None) -> bytes:
@@ -103,11 +116,17 @@ class FileLogStorage:
         self._replay()
         created = not self._wal_path.exists()
         self._file = open(self._wal_path, "ab")  # noqa: SIM115 - kept open for appends
+        self._size = self._file.tell()
         if created:
             fsync_dir(self.dir)  # the log's name must outlive a power loss as its records do
-        self._size = self._file.tell()
+        elif self._size:
+            # a process that died left what it wrote in the page cache, unsynced: read back
+            # here it would count as durable, so make it so (and the claim with it)
+            os.fsync(self._file.fileno())
+            self._synced.record(self._file.fileno(), self._size, durable=True)
         self._dirty = False
         self._last_sync = self._clock.monotonic_ns()
+        self._claim_durable_ns = self._last_sync
         self.sync_count = 0  # fsyncs of the WAL (tests read it)
         if self._plain_seen:
             self._seal_existing()
@@ -214,7 +233,13 @@ class FileLogStorage:
         if self._dirty:
             self._file.flush()
             os.fsync(self._file.fileno())
-            self._synced.record(self._file.fileno(), self._size)
+            now = self._clock.monotonic_ns()
+            # the claim is fsynced too now and then, so a power loss leaves one at most
+            # a second old (a cut of what was fsynced after it reads as a torn tail)
+            durable = now - self._claim_durable_ns >= _CLAIM_DURABLE_EVERY_NS
+            self._synced.record(self._file.fileno(), self._size, durable=durable)
+            if durable:
+                self._claim_durable_ns = now
             self.sync_count += 1
             self._dirty = False
         self._last_sync = self._clock.monotonic_ns()
@@ -307,6 +332,7 @@ class FileLogStorage:
         if end < synced:
             raise StoreCorruptionError(
                 err=f"raft log {self._wal_path} is {end} bytes but {synced} were fsynced")
+        first_sealed = False
         while pos < end:
             if end - pos < _HEADER.size or \
                     pos + _HEADER.size + (_HEADER.unpack_from(raw, pos)[0] & ~_SEALED) > end:
@@ -321,8 +347,29 @@ class FileLogStorage:
             if zlib.crc32(payload) != crc:
                 raise StoreCorruptionError(
                     err=f"raft log {self._wal_path} record at byte {pos} failed its checksum")
-            payload = self._open_payload(payload, bool(length & _SEALED), pos)
-            self._replay_record(msgpack.unpackb(payload, raw=False))
+            sealed = bool(length & _SEALED)
+            if pos and sealed != first_sealed:
+                # a log is sealed whole or not at all (a key given later reseals it whole):
+                # the sealed bit lies outside the checksum, so a flip of it is damage
+                raise StoreCorruptionError(
+                    err=f"raft log {self._wal_path} record at byte {pos} is "
+                        f"{'sealed' if sealed else 'plain'} among "
+                        f"{'sealed' if first_sealed else 'plain'} records")
+            if not pos:
+                first_sealed = sealed
+                if _other_seal_after(raw, pos, end, sealed):
+                    raise StoreCorruptionError(
+                        err=f"raft log {self._wal_path} first record is "
+                            f"{'sealed' if sealed else 'plain'} among "
+                            f"{'plain' if sealed else 'sealed'} records")
+            payload = self._open_payload(payload, sealed, pos)
+            try:
+                record = msgpack.unpackb(payload, raw=False)
+            except (ValueError, msgpack.UnpackException) as exc:
+                raise StoreCorruptionError(
+                    err=f"raft log {self._wal_path} record at byte {pos} does not decode: "
+                        f"{exc}") from None
+            self._replay_record(record)
             pos = body_end
         if pos < end:
             with open(self._wal_path, "r+b") as f:

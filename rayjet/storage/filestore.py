@@ -177,6 +177,13 @@ class FileStore(BaseStore):
         self._enforce_per_subject_all()
         self._enforce_limits()
         self._commit()
+        # a process that died left its writes in the page cache, unsynced: read back here
+        # they count as durable (a snapshot may compact the raft log over them), so make
+        # them so before anything relies on them
+        for blk in self._blocks.values():
+            if blk.fd >= 0 and blk not in self._dirty:
+                blk.fsync()
+        fsync_dir(self.directory)
 
     def _drop_stray_files(self, numbers: set[int]) -> None:
         for name in os.listdir(self.directory):

@@ -119,3 +119,44 @@ def test_every_metric_is_named_for_prometheus():
     for name in [*GAUGES, *COUNTERS, *HISTOGRAMS]:
         assert re.fullmatch(r"rayjet_[a-z_]+", name), name
     assert all(name.endswith("_total") for name in COUNTERS)
+
+
+def test_each_replica_says_whether_it_serves_repairs_or_stopped():
+    """rayjet_raft_replica_health, set by every member from its group's state."""
+    import asyncio
+
+    from rayjet.actors.raft_host import RaftHost
+    from rayjet.replication import GroupOptions, MemoryLog, ReplicaGroup
+    from tests.replication.test_group import ListMachine
+
+    sink = FakeSink()
+    group = ReplicaGroup("r1", MemoryLog(), ListMachine(), voters=["r1"],
+                         options=GroupOptions())
+    host = RaftHost(group, lambda peer, msgs: None, tick_seconds=0.01,
+                    metrics=RaftMetrics("stream", "S_G", sink))
+
+    key = ("rayjet_raft_replica_health", ("group", "S_G"), ("kind", "stream"),
+           ("replica", "r1"))
+
+    async def next_health():
+        sink.gauges.pop(key, None)
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if key in sink.gauges:
+                return sink.gauges[key]
+        raise AssertionError("no health reported")
+
+    async def run():
+        host.start(lead_at_once=True)
+        try:
+            seen = [await next_health()]
+            group.copying = True
+            seen.append(await next_health())
+            group.copying = False
+            group.failure = "disk error: OSError: EIO"
+            seen.append(await next_health())
+            return seen
+        finally:
+            await host.stop()
+
+    assert asyncio.run(run()) == [0, 1, 2]

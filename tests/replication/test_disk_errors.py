@@ -88,3 +88,56 @@ def test_a_failed_fsync_answers_no_proposer_and_stops_the_replica():
             await host.stop()
 
     asyncio.run(run())
+
+
+class FailingWriteLog(MemoryLog):
+    """A raft log whose writes fail on demand (what ENOSPC does to a full disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = False
+
+    def save(self, hard_state, entries, snapshot=None) -> None:
+        if self.fail and entries:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().save(hard_state, entries, snapshot)
+
+
+def test_a_failed_log_write_stops_the_replica_and_fails_its_waiters():
+    """A write of the raft log that fails leaves the log unsure of what it holds: the
+    replica stops (failure set, its proposers answered) rather than log it and go on."""
+    async def run():
+        storage = FailingWriteLog()
+        group = ReplicaGroup("a", storage, ListMachine(), voters=["a"],
+                             options=GroupOptions(sync_always=True))
+        host = RaftHost(group, lambda peer, msgs: None, tick_seconds=0.01)
+        host.start(lead_at_once=True)
+        try:
+            for _ in range(200):
+                if group.is_leader:
+                    break
+                await asyncio.sleep(0.01)
+            assert await host.propose(b"ok", timeout=5) == 1
+            storage.fail = True
+            with pytest.raises(ReplicaFailedError, match="No space"):
+                await host.propose(b"lost", timeout=5)
+            assert group.failure and "disk error" in group.failure
+            assert [d for _, d in group.sm.items] == [b"ok"]
+            with pytest.raises(ReplicaFailedError):
+                await host.propose(b"after", timeout=5)
+        finally:
+            await host.stop()
+
+    asyncio.run(run())
+
+
+def test_a_disk_error_in_a_store_copy_stops_the_replica():
+    net = make(["a"])
+    group = net.groups["a"]
+    with pytest.raises(ReplicaFailedError), group.stop_on_disk_error():
+        raise OSError(errno.EIO, "Input/output error")
+    assert group.failure == "disk error: OSError: [Errno 5] Input/output error"
+    with pytest.raises(ReplicaFailedError):
+        group.process()
+    with pytest.raises(ValueError), group.stop_on_disk_error():  # not a disk error: no stop
+        raise ValueError("bad chunk")

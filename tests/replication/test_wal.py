@@ -119,9 +119,16 @@ def test_sync_is_needed_only_after_writes(tmp_path, monkeypatch):
 
 
 def counting_fsync(monkeypatch):
+    """The fsyncs of wal.log (wal.synced, its claim, is fsynced now and then as well)."""
     calls = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("wal.log"):
+            calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     return calls
 
 
@@ -245,3 +252,50 @@ def test_rewrite_drops_compacted_entries_from_the_file(tmp_path):
     assert SECRET + b"1" not in raw and SECRET + b"5" in raw
     log.close()
     assert [e.data for e in FileLogStorage(tmp_path).entries(5, 6)] == [SECRET + b"5"]
+
+
+def _record_starts(raw):
+    pos, starts = 0, []
+    while pos + 8 <= len(raw):
+        starts.append(pos)
+        pos += 8 + (int.from_bytes(raw[pos:pos + 4], "little") & 0x7FFFFFFF)
+    return starts
+
+
+@pytest.mark.parametrize("key", [None, b"k1"])
+@pytest.mark.parametrize("which", ["first", "middle", "last"])
+def test_a_flipped_sealed_bit_is_damage_not_a_key_question(tmp_path, key, which):
+    """The sealed bit of a record's length lies outside its checksum: flipped, the record
+    disagrees with the rest of its log (a log is sealed whole or not at all)."""
+    c = cipher(key) if key else None
+    log = FileLogStorage(tmp_path, cipher=c)
+    for i in range(1, 6):
+        log.append(ents(i, i))
+        log.sync()
+    log.close()
+    wal = tmp_path / "wal.log"
+    raw = bytearray(wal.read_bytes())
+    starts = _record_starts(bytes(raw))
+    assert len(starts) >= 3
+    pos = {"first": starts[0], "middle": starts[len(starts) // 2], "last": starts[-1]}[which]
+    raw[pos + 3] ^= 0x80  # the top bit of the little-endian length
+    wal.write_bytes(bytes(raw))
+    with pytest.raises(StoreCorruptionError, match="sealed|plain"):
+        FileLogStorage(tmp_path, cipher=cipher(key) if key else None)
+
+
+def test_reopening_makes_what_a_dead_process_left_durable(tmp_path, monkeypatch):
+    """A killed process leaves its writes in the page cache; reopened, they count as
+    durable (a snapshot may compact over them), so opening fsyncs them and its claim."""
+    log = FileLogStorage(tmp_path)
+    log.append(ents(1, 3))
+    log._file.flush()  # written, never fsynced: what a killed process leaves
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(
+        f"/proc/self/fd/{fd}")), real(fd))[1])
+    again = FileLogStorage(tmp_path)
+    assert again.last_index() == 3
+    names = {os.path.basename(p) for p in synced}
+    assert {"wal.log", "wal.synced"} <= names
+    assert again._synced.claimed(tmp_path / "wal.log") == (tmp_path / "wal.log").stat().st_size
