@@ -412,7 +412,7 @@ def nats_figures(setup: str, counts: Counts) -> tuple[nb.Latency, nb.Throughput]
 
 
 def run(counts: Counts, setups: list[str], *, with_nats: bool = True, with_failover: bool = True,
-        data_dir: str | None = None, log=print) -> Results:
+        data_dir: str | None = None, log=print, hosting: str | None = None) -> Results:
     """Measure everything; needs a Ray session (``rayjet.connect`` starts one if none)."""
     import rayjet
 
@@ -420,7 +420,7 @@ def run(counts: Counts, setups: list[str], *, with_nats: bool = True, with_failo
     own_dir = data_dir is None
     data_dir = data_dir or tempfile.mkdtemp(prefix="rayjet-bench-")
     t0 = time.monotonic()
-    js = rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30,
+    js = rayjet.connect(data_dir=data_dir, num_cpus=2, timeout=30, hosting=hosting,
                         ray_init_kwargs={"include_dashboard": False})
     try:
         log(f"[{time.monotonic() - t0:5.1f}s] connected; Ray actor round trip ...")
@@ -556,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-nats", action="store_true", help="skip the nats-server figures")
     ap.add_argument("--no-failover", action="store_true", help="skip the failover measurement")
     ap.add_argument("--json", metavar="PATH", help="also write all results as JSON")
+    ap.add_argument("--hosting", choices=["shared", "dedicated"],
+                    help="the streams' hosting (default: rayjet's)")
     args = ap.parse_args(argv)
 
     with_nats = not args.no_nats
@@ -571,9 +573,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{ray.__version__} / {nb.nats_server_version() if with_nats else 'no nats'} / "
           f"nats-py {nb.nats_py_version()} / {os.cpu_count()} cores / load average "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
-    print(f"counts: {asdict(counts)}; {SIZE}-byte messages", flush=True)
+    print(f"counts: {asdict(counts)}; {SIZE}-byte messages; hosting {args.hosting or 'default'}; "
+          f"data plane {'off' if os.environ.get('RAYJET_DATA_PLANE') == '0' else 'on'}",
+          flush=True)
     t0 = time.monotonic()
-    res = run(counts, args.setups, with_nats=with_nats, with_failover=not args.no_failover)
+    res = run(counts, args.setups, with_nats=with_nats, with_failover=not args.no_failover,
+              hosting=args.hosting)
     load = os.getloadavg()
     print()
     print(report(res))

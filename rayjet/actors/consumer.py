@@ -229,6 +229,7 @@ class ConsumerReplica:
             send = PeerSender(lambda peer: consumer_actor_name(group, peer))
             self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
                                  name=f"{self.stream_name}>{name}/{replica_id}",
+                                 actor_name=consumer_actor_name(group, replica_id),
                                  metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
             self._metrics = ConsumerMetrics(self.stream_name, name)
         else:  # one voter, no peers; no metric series per short-lived consumer

@@ -179,7 +179,8 @@ class MetaMember:
         self.failure = None
         send = PeerSender(meta_actor_name)
         self.host = RaftHost(group, send, tick_seconds=self.tick_seconds, watch=send.watch,
-                             name=f"meta/{self.id}", metrics=RaftMetrics("meta", "meta"))
+                             name=f"meta/{self.id}", metrics=RaftMetrics("meta", "meta"),
+                             actor_name=meta_actor_name(self.id))
         self.host.on_output.append(self._on_output)
         return True
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rayjet.actors import data_plane
 from rayjet.actors.metrics import EVERY as METRICS_EVERY
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.errors import NotLeaderError, ServiceUnavailableError
@@ -100,8 +101,11 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
 class RaftHost:
     def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,
                  name: str = "", metrics: RaftMetrics | None = None,
-                 watch: Watch | None = None) -> None:
+                 watch: Watch | None = None, actor_name: str | None = None) -> None:
         self.group = group
+        # the name peers address this replica by: it takes their messages over this
+        # process's data plane too once started (rayjet.actors.data_plane)
+        self.actor_name = actor_name
         self.send = send
         self.watch = watch
         self._woken = asyncio.Event()  # set by every pump that leaves the group awake
@@ -131,12 +135,16 @@ class RaftHost:
         when another replica already leads, e.g. for one rebuilt on an empty disk)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._tick_loop())
+            if self.actor_name is not None:
+                data_plane.serve_replica(self.actor_name, self.receive)
             if lead_at_once and self.group.fresh:
                 self.group.campaign()
                 self.pump()
 
     async def stop(self) -> None:
         self._stopped.set()
+        if self.actor_name is not None:
+            data_plane.withdraw_replica(self.actor_name, self.receive)
         if self._watching is not None:
             self._watching[1].cancel()
             self._watching = None

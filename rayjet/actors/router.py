@@ -12,6 +12,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError, RayTaskError
 
+from rayjet.actors import data_plane
 from rayjet.actors.host import (
     HostedHandle,
     NotHostedError,
@@ -203,6 +204,7 @@ def is_api_error(exc: BaseException) -> bool:
 
 
 LOOKUP_BACKOFF = 1.0  # seconds before a peer whose name was not found is looked up again
+ADDRESS_RECHECK = 10.0  # seconds between reads of a known peer's data-plane address
 
 
 class PeerSender:
@@ -229,11 +231,16 @@ class PeerSender:
         self._waiting: dict[str, list[list]] = {}
         self._removed: set[str] = set()
         self._not_found: dict[str, float] = {}  # peer -> when to look it up again
-        self.stats = {"sent": 0, "failed": 0, "dropped": 0, "to_removed": 0, "lookups": 0}
+        self._addresses: dict[str, tuple[str, int]] = {}  # peer -> its data-plane address
+        self._address_checked: dict[str, float] = {}  # peer -> when to read it again
+        self.stats = {"sent": 0, "failed": 0, "dropped": 0, "to_removed": 0, "lookups": 0,
+                      "direct": 0, "direct_dropped": 0}
 
     def __call__(self, peer: str, messages: list) -> None:
         if peer in self._removed:
             self.stats["to_removed"] += 1
+        if self._direct(peer, messages):
+            return
         handle = self._handles.get(peer)
         if handle is not None:
             self._send(peer, handle, messages)
@@ -265,6 +272,43 @@ class PeerSender:
         if handle is None:
             handle = self._found(peer, await asyncio.to_thread(self._get_actor, peer))
         return handle
+
+    def _direct(self, peer: str, messages: list) -> bool:
+        """Send over the data plane when the peer's address is known and its connection
+        is not failing; False: use an actor call."""
+        plane = data_plane.running_plane()
+        if plane is None:
+            return False
+        now = time.monotonic()
+        addr = self._addresses.get(peer)
+        if now >= self._address_checked.get(peer, 0.0):
+            # looked up again now and then: a replica restarted elsewhere publishes anew
+            self._address_checked[peer] = now + (ADDRESS_RECHECK if addr else LOOKUP_BACKOFF)
+            asyncio.get_running_loop().create_task(self._look_up_address(peer))
+        if addr is None:
+            return False
+        sender = plane.sender
+        if sender.send(addr, self.name_of(peer), messages):
+            self.stats["direct"] += 1
+            return True
+        if sender.connected(addr):
+            self.stats["direct_dropped"] += 1  # over its budget: a slow peer; raft resends
+            return True
+        # cannot connect (a stale address, a peer restarting): the actor call meanwhile
+        self._address_checked[peer] = min(self._address_checked.get(peer, now),
+                                          now + LOOKUP_BACKOFF)
+        return False
+
+    async def _look_up_address(self, peer: str) -> None:
+        try:
+            addr = await asyncio.to_thread(data_plane.address_of, self.name_of(peer))
+        except Exception:  # noqa: BLE001 - the control store is busy: the next check
+            return
+        old = self._addresses.get(peer)
+        if addr is None:
+            self._addresses.pop(peer, None)
+        elif addr != old:
+            self._addresses[peer] = addr
 
     def _get_actor(self, peer: str) -> Any:
         self.stats["lookups"] += 1
@@ -320,6 +364,7 @@ class PeerSender:
 
     def _failed(self, peer: str, handle: Any) -> None:
         self.stats["failed"] += 1
+        self._address_checked.pop(peer, None)  # it died or moved: where is it served now?
         if self._handles.get(peer) is handle:
             del self._handles[peer]
             self.stats["dropped"] += 1
@@ -328,6 +373,7 @@ class PeerSender:
         """``peer`` left the group: drop its handle (raft sends it nothing more)."""
         self._removed.add(peer)
         self._not_found.pop(peer, None)
+        self._addresses.pop(peer, None)
         self._waiting.pop(peer, None)
         if self._handles.pop(peer, None) is not None:
             self.stats["dropped"] += 1

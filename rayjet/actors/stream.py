@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from rayjet.actors import in_process
+from rayjet.actors import data_plane, in_process
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
@@ -130,6 +130,7 @@ class StreamReplica:
         send = PeerSender(lambda peer: stream_actor_name(group, peer))
         self.host = RaftHost(rgroup, send, tick_seconds=tick_seconds, watch=send.watch,
                              name=f"{cfg.name}/{replica_id}",
+                             actor_name=stream_actor_name(group, replica_id),
                              metrics=RaftMetrics("stream", cfg.name))
         self.host.on_output.append(self._on_output)
         self._metrics = StreamMetrics(cfg.name)
@@ -353,6 +354,7 @@ class StreamReplica:
         st["messages"] = self.machine.store.fast_state().msgs  # this replica's own count
         st["node"] = ray.get_runtime_context().get_node_id()  # where Ray runs us now
         st["transport"] = self.host.transport_stats()
+        st["data_plane"] = data_plane.stats()
         st["store_copy"] = dict(self._copy.stats)
         # what this replica found damaged at its start: files it moved aside to rejoin
         # empty, or store records it dropped to copy them again from a peer

@@ -130,6 +130,13 @@ class DataPlaneServer:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def drop_connections(self) -> int:
+        """Close every connection served now (peers reconnect); how many there were."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
@@ -338,6 +345,13 @@ class DataPlaneSender:
     def queued_bytes(self, address: Address) -> int:
         peer = self._peers.get(_key(address))
         return 0 if peer is None else peer.queued()
+
+    def drop_connections(self) -> int:
+        """Close every connection and drop what is queued (the next sends reconnect)."""
+        addresses = list(self._peers)
+        for address in addresses:
+            self.forget(address)
+        return len(addresses)
 
     def forget(self, address: Address) -> None:
         """Close the connection to ``address`` and drop what is queued for it."""
