@@ -61,6 +61,16 @@ def _other_seal_after(raw: bytes, pos: int, end: int, sealed: bool) -> bool:
     return False
 
 
+def _plain_record(payload: bytes) -> bool:
+    """Whether ``payload`` decodes as a plain log record (sealed bytes practically never do)."""
+    try:
+        record = msgpack.unpackb(payload, raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return False
+    return isinstance(record, list) and bool(record) and \
+        record[0] in (_APPEND, _HARD_STATE, _COMPACT, _SNAPSHOT)
+
+
 def _encode_snapshot(snap: Snapshot, cipher: RecordCipher | None) -> bytes:
     meta = snap.meta
     body = msgpack.packb([meta.index, meta.term, list(meta.conf_state.voters),
@@ -380,6 +390,10 @@ class FileLogStorage:
     def _open_payload(self, payload: bytes, sealed: bool, pos: int) -> bytes:
         if sealed:
             if self._cipher is None:
+                if _plain_record(payload):  # a plain record whose sealed bit flipped
+                    raise StoreCorruptionError(
+                        err=f"raft log {self._wal_path} record at byte {pos} is marked "
+                            "sealed but holds a plain record")
                 raise EncryptionKeyError(err=f"raft log {self._wal_path} is encrypted: give its key")
             return self._cipher.open(payload, _OFFSET.pack(pos))
         if self._cipher is not None:

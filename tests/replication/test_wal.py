@@ -299,3 +299,17 @@ def test_reopening_makes_what_a_dead_process_left_durable(tmp_path, monkeypatch)
     names = {os.path.basename(p) for p in synced}
     assert {"wal.log", "wal.synced"} <= names
     assert again._synced.claimed(tmp_path / "wal.log") == (tmp_path / "wal.log").stat().st_size
+
+
+def test_a_flipped_sealed_bit_on_a_log_of_one_record_is_damage(tmp_path):
+    log = FileLogStorage(tmp_path)
+    log.set_hard_state(HardState(term=2, vote="a", commit=0))
+    log.sync()
+    log.close()
+    wal = tmp_path / "wal.log"
+    raw = bytearray(wal.read_bytes())
+    assert len(_record_starts(bytes(raw))) == 1
+    raw[3] ^= 0x80
+    wal.write_bytes(bytes(raw))
+    with pytest.raises(StoreCorruptionError, match="plain record"):
+        FileLogStorage(tmp_path)
