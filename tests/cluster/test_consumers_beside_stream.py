@@ -5,6 +5,7 @@ goes away runs on in its node's replica host with its state."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 import ray
@@ -35,6 +36,18 @@ def _fetch_ack(sub, count: int) -> list[int]:
     return seqs
 
 
+def _wait_restarted(handle, old_pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if pid(handle, timeout=10) != old_pid:
+                return
+        except ray.exceptions.RayError:
+            pass  # the old process is going, the new one is starting
+        assert time.monotonic() < deadline, "the killed replica actor did not come back"
+        time.sleep(0.05)
+
+
 def test_an_r3_stream_with_r3_consumers_is_three_processes(js, stream_name):
     name = stream_name
     _stream(js, name)
@@ -58,7 +71,11 @@ def test_an_r3_stream_with_r3_consumers_is_three_processes(js, stream_name):
 
     # the state lives on: a stream actor (with the consumer replicas beside it) killed
     for handle in streams.values():
+        before = pid(handle)
         kill(handle)
+        # a kill is asynchronous: fetch only once the old process is gone, or it may
+        # deliver 5 and 6 and die before answering (then they come back after ack_wait)
+        _wait_restarted(handle, before)
         break
     assert _fetch_ack(subs["A"], 2) == [5, 6]
     assert js.consumer_info(name, "B").ack_floor.stream_seq == 2
