@@ -4,8 +4,6 @@ a peer that stops reading, TLS."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import os
 import signal
 import socket
@@ -15,16 +13,13 @@ import time
 
 import msgpack
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from rayjet.dataplane import DataPlaneSender, DataPlaneServer
 from rayjet.dataplane.auth import client_handshake, server_handshake
 from rayjet.dataplane.frames import Kind, frame_header, pack_frame, read_frame
 from rayjet.raft.messages import Message, MessageType
 from tests.dataplane.helpers import SECRET, Inbox, msg, run, wait_until
+from tests.tls_certs import self_signed
 
 
 async def _serve(inbox, **kwargs) -> DataPlaneServer:
@@ -411,23 +406,7 @@ def test_a_stopped_process_costs_its_budget_then_catches_up():
 
 
 def _self_signed(tmp_path):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rayjet-dataplane")])
-    now = datetime.datetime.now(datetime.UTC)
-    san = x509.SubjectAlternativeName([x509.DNSName("rayjet-dataplane"),
-                                       x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(san, critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
+    return self_signed(tmp_path, "rayjet-dataplane", ("127.0.0.1",))
 
 
 def test_tls(tmp_path):

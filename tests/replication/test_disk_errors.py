@@ -6,6 +6,7 @@ makes alike (an APIError) still answers the proposer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 
 import pytest
@@ -55,6 +56,23 @@ def test_which_errors_stop_a_replica(exc, local):
     assert is_local_failure(exc) is local
 
 
+@contextlib.asynccontextmanager
+async def _leading_host(storage):
+    """A group of one over ``storage`` under its RaftHost, once it leads."""
+    group = ReplicaGroup("a", storage, ListMachine(), voters=["a"],
+                         options=GroupOptions(sync_always=True))
+    host = RaftHost(group, lambda peer, msgs: None, tick_seconds=0.01)
+    host.start(lead_at_once=True)
+    try:
+        for _ in range(200):
+            if group.is_leader:
+                break
+            await asyncio.sleep(0.01)
+        yield group, host
+    finally:
+        await host.stop()
+
+
 class FailingSyncLog(MemoryLog):
     def __init__(self) -> None:
         super().__init__()
@@ -68,15 +86,7 @@ class FailingSyncLog(MemoryLog):
 def test_a_failed_fsync_answers_no_proposer_and_stops_the_replica():
     async def run():
         storage = FailingSyncLog()
-        group = ReplicaGroup("a", storage, ListMachine(), voters=["a"],
-                             options=GroupOptions(sync_always=True))
-        host = RaftHost(group, lambda peer, msgs: None, tick_seconds=0.01)
-        host.start(lead_at_once=True)
-        try:
-            for _ in range(200):
-                if group.is_leader:
-                    break
-                await asyncio.sleep(0.01)
+        async with _leading_host(storage) as (group, host):
             assert await host.propose(b"ok", timeout=5) == 1
             storage.fail = True
             with pytest.raises(ReplicaFailedError, match="fsync"):
@@ -84,8 +94,6 @@ def test_a_failed_fsync_answers_no_proposer_and_stops_the_replica():
             assert group.failure and "fsync" in group.failure
             with pytest.raises(ReplicaFailedError):
                 await host.propose(b"after", timeout=5)
-        finally:
-            await host.stop()
 
     asyncio.run(run())
 
@@ -108,15 +116,7 @@ def test_a_failed_log_write_stops_the_replica_and_fails_its_waiters():
     replica stops (failure set, its proposers answered) rather than log it and go on."""
     async def run():
         storage = FailingWriteLog()
-        group = ReplicaGroup("a", storage, ListMachine(), voters=["a"],
-                             options=GroupOptions(sync_always=True))
-        host = RaftHost(group, lambda peer, msgs: None, tick_seconds=0.01)
-        host.start(lead_at_once=True)
-        try:
-            for _ in range(200):
-                if group.is_leader:
-                    break
-                await asyncio.sleep(0.01)
+        async with _leading_host(storage) as (group, host):
             assert await host.propose(b"ok", timeout=5) == 1
             storage.fail = True
             with pytest.raises(ReplicaFailedError, match="No space"):
@@ -125,8 +125,6 @@ def test_a_failed_log_write_stops_the_replica_and_fails_its_waiters():
             assert [d for _, d in group.sm.items] == [b"ok"]
             with pytest.raises(ReplicaFailedError):
                 await host.propose(b"after", timeout=5)
-        finally:
-            await host.stop()
 
     asyncio.run(run())
 
