@@ -48,6 +48,19 @@ async def _pair(server_secret: bytes, client_secret: bytes, *, client_id: str = 
     return outcome["server"], outcome["client"]
 
 
+async def _handshaking_server(result: dict):
+    """A server that runs the handshake on each connection; its AuthError goes to
+    ``result["server"]``."""
+    async def serve(reader, writer):
+        try:
+            await server_handshake(reader, writer, secret=SECRET, process_id="s", timeout=2)
+        except AuthError as exc:
+            result["server"] = exc
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
 def test_both_sides_learn_each_other():
     assert run(_pair(SECRET, SECRET)) == ("client-1", "server-1")
 
@@ -64,15 +77,7 @@ def test_the_server_checks_the_clients_proof():
     """A client that skips checking the server and guesses a proof is refused."""
     async def main():
         result = {}
-
-        async def serve(reader, writer):
-            try:
-                await server_handshake(reader, writer, secret=SECRET, process_id="s", timeout=2)
-            except AuthError as exc:
-                result["server"] = exc
-            writer.close()
-
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        server = await _handshaking_server(result)
         reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
         nonce = b"n" * 32
         writer.write(pack_frame(Kind.HELLO, msgpack.packb([1, "intruder", nonce])))
@@ -100,15 +105,7 @@ def test_proofs_are_bound_to_their_side_and_nonces():
 def test_version_mismatch_is_refused():
     async def main():
         result = {}
-
-        async def serve(reader, writer):
-            try:
-                await server_handshake(reader, writer, secret=SECRET, process_id="s", timeout=2)
-            except AuthError as exc:
-                result["server"] = exc
-            writer.close()
-
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        server = await _handshaking_server(result)
         reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
         writer.write(pack_frame(Kind.HELLO, msgpack.packb([99, "future", b"n" * 32])))
         answer = await read_frame(reader)
