@@ -19,12 +19,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# the suite, then the replica-lifecycle tests again with the other hosting (streams in
-# shared hosts: kills, restarts, scaling, snapshots, consumers in their stream's leader,
-# mirrors; buckets in dedicated actors), then the multi-node suite, then nats.py's own
-# JetStream tests through the NATS gateway. Tests that choose their hosting themselves
-# (self-start, consumers beside a dedicated stream) run once.
-SHARED_RERUN := $(addprefix tests/cluster/,test_faults.py test_scaling.py \
+# the suite (streams and buckets in shared replica hosts, the default), then the
+# replica-lifecycle tests again with dedicated replica actors (kills, restarts, scaling,
+# snapshots, consumers in their stream's leader, mirrors; buckets), then the multi-node
+# suite, then nats.py's own JetStream tests through the NATS gateway. Tests that choose
+# their hosting themselves (self-start, consumers beside a dedicated stream) run once.
+DEDICATED_RERUN := $(addprefix tests/cluster/,test_faults.py test_scaling.py \
 	test_snapshot_restart.py test_leader_consumers.py) tests/sourcing/test_mirrors_sources.py
 
 # Two pytest workers, a test file each at a time (a file's fixtures stay in one process): each
@@ -33,8 +33,8 @@ PARALLEL := -n 2 --dist loadfile
 
 test: lint
 	$(BIN)/python -m pytest $(PARALLEL) --durations=15
-	RAYJET_TEST_HOSTING=shared $(BIN)/python -m pytest $(PARALLEL) $(SHARED_RERUN)
-	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest $(PARALLEL) tests/kv tests/objectstore
+	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest $(PARALLEL) $(DEDICATED_RERUN) \
+		tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
 	$(BIN)/python tests/natspy/run.py
 

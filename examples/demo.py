@@ -13,7 +13,8 @@ import ray
 
 import rayjet
 from rayjet import StorageType, StreamConfig, errors
-from rayjet.actors.names import NAMESPACE, stream_actor_name
+from rayjet.actors.host import HostedHandle, find_replica
+from rayjet.actors.names import stream_actor_name
 from rayjet.subjects import SubjectTransform, subject_matches, subjects_collide
 
 
@@ -33,11 +34,12 @@ def subjects_demo() -> None:
 
 def streams_demo(js: rayjet.JetStream) -> None:
     section("a replicated stream (R3, file storage)")
-    info = js.add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"], num_replicas=3,
-                                      storage=StorageType.FILE))
+    js.add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"], num_replicas=3,
+                               storage=StorageType.FILE))
+    ack = js.publish("ORDERS.new", b"order 1", headers={"Nats-Msg-Id": "o-1"})
+    info = js.stream_info("ORDERS")  # its replicas elected a leader to take that publish
     print(f"created {info.config.name}: leader {info.cluster.leader}, "
           f"followers {[r.name for r in info.cluster.replicas]}")
-    ack = js.publish("ORDERS.new", b"order 1", headers={"Nats-Msg-Id": "o-1"})
     print("publish:", ack)
     print("same Nats-Msg-Id again:", js.publish("ORDERS.new", b"order 1",
                                                 headers={"Nats-Msg-Id": "o-1"}))
@@ -51,8 +53,10 @@ def streams_demo(js: rayjet.JetStream) -> None:
     section("failover: kill the leader while publishing")
     assignment, _ = js._stream("ORDERS", refresh=True)
     leader = info.cluster.leader
-    handle = ray.get_actor(stream_actor_name(assignment["group"], leader), namespace=NAMESPACE)
-    ray.kill(handle, no_restart=False)
+    # the process the leader runs in (a replica host, with other streams' replicas, as a
+    # nats-server process serves many streams): Ray starts it again
+    handle = find_replica(stream_actor_name(assignment["group"], leader))
+    ray.kill(handle.host if isinstance(handle, HostedHandle) else handle, no_restart=False)
     started = time.monotonic()
     ack = js.publish("ORDERS.new", b"after the kill", headers={"Nats-Msg-Id": "o-after"},
                      timeout=30)

@@ -10,6 +10,9 @@ after the connection to it failed, so a replica restarted at another port is fou
 Ray stays the control plane (placement, restarts, death notices) and the fallback path:
 messages go by actor call while no address is known or its connection is down.
 
+TLS: the ``RAYJET_DATA_PLANE_TLS_*`` settings (:mod:`rayjet.dataplane.tls`); settings that
+cannot be used leave the process on actor calls, with the reason in its status.
+
 The secret a connection proves: ``RAYJET_DATA_PLANE_SECRET``, else the cluster's Ray auth
 token, else a random one the first replica process creates in the control store (only
 processes with access to the cluster's control store can read it).
@@ -28,7 +31,7 @@ from typing import Any
 import ray
 from ray.experimental import internal_kv
 
-from rayjet.dataplane import DataPlaneSender, DataPlaneServer, cluster_secret
+from rayjet.dataplane import DataPlaneSender, DataPlaneServer, cluster_secret, tls_from_env
 from rayjet.raft import Message
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,7 @@ class ProcessDataPlane:
         self.address: tuple[str, int] | None = None
         self._starting: asyncio.Task | None = None
         self.failed: str | None = None  # why it could not start (actor calls only then)
+        self.tls = False
         self.stats = {"delivered": 0, "unknown": 0, "refused": 0}
 
     # -- replicas ---------------------------------------------------------------------------
@@ -114,12 +118,17 @@ class ProcessDataPlane:
     # -- start ------------------------------------------------------------------------------
     async def _start(self) -> None:
         try:
+            tls = tls_from_env(os.environ)
             secret = await asyncio.to_thread(_secret)
             host = ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
             port = int(os.environ.get(PORT_ENV, "0") or 0)
-            self.server = await DataPlaneServer.start(self._deliver, secret=secret,
-                                                      host=host, port=port)
-            self.sender = DataPlaneSender(secret=secret)
+            self.server = await DataPlaneServer.start(
+                self._deliver, secret=secret, host=host, port=port,
+                ssl_context=None if tls is None else tls.server)
+            self.sender = DataPlaneSender(
+                secret=secret, ssl_context=None if tls is None else tls.client,
+                server_hostname=None if tls is None else tls.server_hostname)
+            self.tls = tls is not None
             self.address = self.server.address
         except Exception as exc:  # noqa: BLE001 - actor calls carry the messages instead
             self.failed = f"{type(exc).__name__}: {exc}"
@@ -213,6 +222,10 @@ def drop_connections() -> None:
 
 
 def stats() -> dict[str, Any]:
+    with contextlib.suppress(RuntimeError):
+        idle = _planes.get(asyncio.get_running_loop())
+        if idle is not None and idle.failed is not None:
+            return {"failed": idle.failed}
     found = running_plane()
     if found is None:
         return {}
@@ -222,6 +235,7 @@ def stats() -> dict[str, Any]:
     if found.sender is not None:
         out["sender"] = dict(found.sender.stats)
     out["address"] = found.address
+    out["tls"] = found.tls
     return out
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import ray
 
 from rayjet.actors import replica_lifecycle as lifecycle
+from rayjet.actors.change_watch import ChangeWatch
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.on_demand import starts_on_demand
@@ -53,6 +54,7 @@ RECONCILE_EVERY = 2.0
 COLLECT_EVERY = 60.0  # seconds between orphan collections (and at once on becoming leader)
 MEMBER_STATE_TIMEOUT = 2.0  # seconds cluster_info waits on another member's status
 REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open its files
+WATCH_LONGEST = 30.0  # seconds a catalogue watch waits at most for a change
 META_COMPACT_ENV = "RAYJET_META_COMPACT_ENTRIES"  # applied entries between snapshots
 META_COMPACT_ENTRIES = 1024
 
@@ -137,6 +139,7 @@ class MetaMember:
         self.data_dir = Path(data_dir)
         self.tick_seconds = tick_seconds
         self.catalogue = Catalogue()
+        self._catalogue_watch = ChangeWatch(lambda: self.catalogue.applied_index)
         self.host: RaftHost | None = None
         self.damage: str | None = None  # what made this member rejoin empty at its start
         self.failure: str | None = None  # why it cannot open its files (it tries again)
@@ -210,6 +213,8 @@ class MetaMember:
 
 
     def _on_output(self, out: Output) -> None:
+        if out.applied or out.role is not None:
+            self._catalogue_watch.changed()
         if out.role == Role.LEADER and not self._pool_started:
             # the leader's node gets its replica hosts at once (the first streams and buckets
             # of a new server land there)
@@ -474,6 +479,21 @@ class MetaMember:
                 continue
             out.append(assignment_dict(sa))
         return out
+
+    async def watch_streams(self, since: int, timeout: float,
+                            linearizable: bool = False) -> dict[str, Any]:
+        """Every stream's assignment once the catalogue has moved past applied index
+        ``since``: a long poll, ``{"applied": since, "streams": None}`` after ``timeout``
+        seconds without a change. The gateway's stream catalogue follows it."""
+        if linearizable:
+            await self._read()
+        else:
+            self._require_leader()
+        applied = await self._catalogue_watch.wait_past(
+            since, min(timeout, WATCH_LONGEST), self._require_leader)
+        if applied == since:
+            return {"applied": since, "streams": None}
+        return {"applied": applied, "streams": await self.list_streams(linearizable=False)}
 
     # -- the account ------------------------------------------------------------------------
     async def set_limits(self, limits: dict[str, Any]) -> dict[str, Any]:

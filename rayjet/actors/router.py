@@ -38,10 +38,19 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def given_up(ref: Any) -> None:
+    """A call no longer waited for (it timed out): its late answer, perhaps an error such
+    as "not the leader", is read and dropped, not reported by Ray as an unhandled error."""
+    with contextlib.suppress(Exception):
+        ref.future().add_done_callback(lambda done: done.exception())
+
+
 def call(ref_fn: Callable[[], Any], timeout: float) -> Any:
+    ref = ref_fn()
     try:
-        return ray.get(ref_fn(), timeout=max(timeout, 0.001))
+        return ray.get(ref, timeout=max(timeout, 0.001))
     except GetTimeoutError:
+        given_up(ref)
         raise TimeoutError(f"no answer within {timeout:.1f}s") from None
     except RayTaskError as exc:
         raise unwrap(exc) from None
@@ -58,6 +67,7 @@ async def acall(ref: Any, timeout: float) -> Any:
     except RayTaskError as exc:  # first: it may also be an instance of the cause's class
         raise unwrap(exc) from None
     except builtins.TimeoutError:
+        given_up(ref)
         raise TimeoutError(f"no answer within {timeout:.1f}s") from None
 
 

@@ -144,8 +144,8 @@ def connect(
     ``{"logging_level": logging.INFO}`` for the dashboard's address.
 
     ``hosting`` ("dedicated" or "shared") is the default for the streams and buckets this
-    connection creates without a ``hosting`` of their own; unset, streams get dedicated
-    replica actors and KV buckets and object stores shared host actors.
+    connection creates without a ``hosting`` of their own; unset, shared: replicas run in
+    each node's replica hosts, beside other streams' ("dedicated": an actor per replica).
     """
     if hosting is not None and hosting not in HOSTING_KINDS:
         raise BadRequestError(f"hosting must be one of {', '.join(HOSTING_KINDS)}, "

@@ -14,7 +14,7 @@ from rayjet.actors.host import stream_infos_by_host
 from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
 from rayjet.api.account import AccountLimits
-from rayjet.api.stream import DEDICATED_HOSTING, SHARED_HOSTING
+from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -100,8 +100,9 @@ class StreamsAPI:
     # -- management -------------------------------------------------------------------------
     def add_stream(self, config: StreamConfig | dict | None = None, **params: Any) -> StreamInfo:
         """Create a stream (or find the same one). ``hosting`` unset: the connection's
-        ``hosting``, else dedicated (an actor per replica)."""
-        return self._add_stream(_config(config, params), self.hosting or DEDICATED_HOSTING)
+        ``hosting``, else shared (its replicas run in each node's replica hosts, beside
+        other streams', as one nats-server serves every stream)."""
+        return self._add_stream(_config(config, params), self.hosting or SHARED_HOSTING)
 
     def _add_stream(self, cfg: StreamConfig, default_hosting: str) -> StreamInfo:
         added = self._meta_call("add_stream", cfg.to_dict(), default_hosting,
@@ -316,6 +317,21 @@ class StreamsAPI:
         miss a change of the last moment but leaves an idle meta group quiet (a poller)."""
         return [StreamConfig.from_dict(a["config"])
                 for a in self._meta_call("list_streams", subject, linearizable)]
+
+    async def watch_stream_configs(self, since: int, timeout: float, *,
+                                   linearizable: bool = False
+                                   ) -> tuple[int, list[StreamConfig] | None]:
+        """``(applied, configs)``: every stream's configuration once the catalogue has moved
+        past applied index ``since``, a long poll that answers ``(since, None)`` after
+        ``timeout`` seconds without a change (``since=-1``: at once). For followers of the
+        catalogue, which then neither poll nor wake an idle meta group. A coroutine: it
+        waits in the caller's event loop, not in a thread."""
+        self._check_open()
+        got = await self._meta.acall("watch_streams", since, timeout, linearizable,
+                                     timeout=timeout + self.timeout)
+        streams = got["streams"]
+        return got["applied"], (None if streams is None
+                                else [StreamConfig.from_dict(a["config"]) for a in streams])
 
     def find_stream_name_by_subject(self, subject: str) -> str:
         found = self._meta_call("lookup_subject", subject)

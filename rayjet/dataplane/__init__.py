@@ -29,6 +29,7 @@ from rayjet.dataplane.frames import (
     pack_frame,
     read_frame,
 )
+from rayjet.dataplane.tls import DataPlaneTLS, TLSConfigError, tls_from_env
 from rayjet.dataplane.transport import (
     PEER_BUDGET,
     Address,
@@ -48,11 +49,13 @@ __all__ = [
     "DataPlaneError",
     "DataPlaneSender",
     "DataPlaneServer",
+    "DataPlaneTLS",
     "Deliver",
     "Frame",
     "FrameError",
     "FrameReader",
     "Kind",
+    "TLSConfigError",
     "client_handshake",
     "cluster_secret",
     "decode_batch",
@@ -61,4 +64,5 @@ __all__ = [
     "pack_frame",
     "read_frame",
     "server_handshake",
+    "tls_from_env",
 ]

@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 PUBLISH_BATCH = 2000  # messages per publish_batch call at most
 TABLE_FROM = 32  # publishes that leave as an Arrow table (fewer: the list form costs less)
 CATALOGUE_RECHECK = 0.25  # s: a publish nothing captured rechecks a catalogue this old
-CATALOGUE_EVERY = 1.0  # seconds between refreshes of the stream catalogue
+CATALOGUE_EVERY = 1.0  # seconds between attempts to follow the catalogue without a leader
+CATALOGUE_WATCH = 20.0  # seconds one long poll on the stream catalogue lasts at most
 INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its deliveries
 MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
@@ -99,6 +100,7 @@ class JetStreamBridge:
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
         self._refreshed = 0.0  # when the catalogue was last asked for (monotonic)
         self._refreshing: asyncio.Future | None = None
+        self._applied = -1  # the meta catalogue's applied index the stream catalogue is at
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -175,14 +177,20 @@ class JetStreamBridge:
             on_miss()
 
     async def refresh_catalogue(self, linearizable: bool = True) -> None:
-        """Take the stream catalogue again; the periodic refresh (``linearizable=False``)
-        reads the meta leader's as it stands, so an idle meta group stays quiet."""
+        """Take the stream catalogue again, confirmed by the meta group's quorum (for a
+        publish nothing captured) unless ``linearizable=False``."""
         self._refreshed = time.monotonic()
         try:
-            configs = await self.call(self.js.stream_configs, linearizable=linearizable)
+            applied, configs = await self.js.watch_stream_configs(
+                -1, 0.0, linearizable=linearizable)
         except APIError as exc:
             log.warning("stream catalogue not refreshed: %s", exc)
             return
+        if applied >= self._applied:  # not older than what the watch brought meanwhile
+            await self._take_catalogue(applied, configs or [])
+
+    async def _take_catalogue(self, applied: int, configs: list[StreamConfig]) -> None:
+        self._applied = applied
         streams = [_captured(c) for c in configs]
         self._direct = {c.name for c in configs if c.allow_direct or c.mirror_direct}
         if streams != self._streams:
@@ -236,9 +244,20 @@ class JetStreamBridge:
                                msg.data)
 
     async def _catalogue_loop(self) -> None:
+        """Follow the meta leader's catalogue: a long poll answered at each change, so the
+        gateway learns of streams made elsewhere within a round trip, polls nothing, and
+        leaves an idle meta group quiet."""
         while True:
-            await asyncio.sleep(CATALOGUE_EVERY)
-            await self.refresh_catalogue(linearizable=False)
+            try:
+                applied, configs = await self.js.watch_stream_configs(
+                    self._applied, CATALOGUE_WATCH)
+            except APIError as exc:  # no meta leader for now: try again shortly
+                log.info("stream catalogue not followed: %s", exc)
+                await asyncio.sleep(CATALOGUE_EVERY)
+                continue
+            if configs is not None:
+                self._refreshed = time.monotonic()
+                await self._take_catalogue(applied, configs)
 
     def stream_for(self, subject: str) -> str | None:
         if subject in self._captures:

@@ -106,9 +106,13 @@ def test_hosting_defaults_and_rules(js, stream_name, ray_session, tmp_path):
     name = stream_name
     plain = rayjet.connect(data_dir=js.data_dir)  # rayjet's defaults, whatever the suite's
     try:
-        assert plain.add_stream(name=name, subjects=[f"{name}.>"]).config.hosting is None
+        assert plain.add_stream(name=name, subjects=[f"{name}.>"]).config.hosting == "shared"
+        assert hosted_of(name)  # its replica runs in a replica host
         with pytest.raises(InvalidConfigError):
-            plain.update_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
+            plain.update_stream(name=name, subjects=[f"{name}.>"], hosting="dedicated")
+        # an update that leaves hosting unset keeps the stream's own
+        assert plain.update_stream(name=name, subjects=[f"{name}.>"],
+                                   max_msgs=5).config.hosting == "shared"
         with pytest.raises(InvalidConfigError):
             plain.add_stream(name=name + "X", subjects=[f"{name}x.>"], hosting="everywhere")
         kv = plain.create_key_value(bucket=name + "KV")

@@ -744,9 +744,9 @@ def test_step_downs_and_peer_removal_answer_as_nats_server(gateway, js, stream_n
 
 
 def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
-    """The gateway refreshes its stream catalogue every second from the meta leader's
-    catalogue as it stands: no leadership round trip, so an idle meta group goes quiet (no
-    heartbeats) while a gateway runs, and wakes for the next change."""
+    """The gateway follows the meta leader's catalogue by a long poll answered at each
+    change: no leadership round trips, so an idle meta group goes quiet (no heartbeats)
+    while a gateway runs, and wakes for the next change, which the gateway sees at once."""
     import ray
 
     from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
@@ -759,12 +759,12 @@ def test_an_idle_gateway_leaves_the_meta_group_quiet(gateway, js):  # noqa: F811
         return all(st["quiet"] for st in ray.get([m.status.remote() for m in members]))
 
     deadline = time.monotonic() + 30
-    while not quiet():  # quiet after 1 s without work, and the gateway polls every second
+    while not quiet():  # quiet after 1 s without work
         assert time.monotonic() < deadline, "the meta group never went quiet"
         time.sleep(0.2)
-    # and stays quiet across the gateway's refreshes (one a second): the meta leader's own
-    # orphan collection (a linearizable read, right after it took the lead and then once a
-    # minute) may wake it once for a second; the refreshes used to keep it awake throughout
+    # and stays quiet while the gateway follows the catalogue: the meta leader's own orphan
+    # collection (a linearizable read, right after it took the lead and then once a minute)
+    # may wake it once for a second
     samples = []
     for _ in range(20):
         time.sleep(0.25)
@@ -792,16 +792,16 @@ def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch): 
     import threading
 
     gw = gateway()
-    entered, release = threading.Event(), threading.Event()
-    real = js.stream_configs
+    entered = threading.Event()
+    real = js.watch_stream_configs
 
-    def slow(*args, linearizable=True, **kwargs):
-        if linearizable:  # the recheck's read (the periodic refresh is not linearizable)
+    async def slow(since, timeout, *, linearizable=False):
+        if linearizable:  # the recheck's read (following the catalogue is not linearizable)
             entered.set()
-            release.wait(30)
-        return real(*args, linearizable=linearizable, **kwargs)
+            await asyncio.Event().wait()  # in flight until the gateway's stop ends it
+        return await real(since, timeout, linearizable=linearizable)
 
-    monkeypatch.setattr(js, "stream_configs", slow)
+    monkeypatch.setattr(js, "watch_stream_configs", slow)
 
     async def run():
         nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
@@ -815,9 +815,6 @@ def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch): 
 
     asyncio.run(run())
     loop = gw._loop
-    try:
-        gw.stop()
-    finally:
-        release.set()
+    gw.stop()
     assert loop.is_closed()
     assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
