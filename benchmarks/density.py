@@ -2,14 +2,18 @@
 
     .venv/bin/python benchmarks/density.py                # 10 R3 streams, both settings
     .venv/bin/python benchmarks/density.py --streams 20 --json out.json
+    .venv/bin/python benchmarks/density.py --streams 1000 --settings quiet --failovers 3 \
+        --ephemerals 0 --watches 0                      # 1,000 idle R3 streams
+    .venv/bin/python benchmarks/density.py --hosting dedicated   # an actor per replica
 
 For each setting (quiescence on, the default; and off, ``RAYJET_RAFT_QUIESCE_TICKS=0``, the
 baseline) a fresh local Ray (``num_cpus=2``) and data dir: create N R3 file streams (time
 per stream), publish one message to each, let them idle, then measure over 20 s the CPU of
 every Ray worker process on the machine (cores busy = CPU seconds / wall seconds), their
 count and memory (USS). With quiescence on, also the failover of a quiet group: kill the
-leader actor of one stream and time the kill to the next acknowledged publish (several
-times, median reported).
+process of one stream's leader (its host, with the replicas of other streams in it; or its
+dedicated actor) and time the kill to the next acknowledged publish (several times,
+median reported).
 
 With quiescence on, then ``--ephemerals`` ephemeral consumers on one stream (they run in the
 stream leader's actor) and ``--watches`` KV watches on an R3 bucket: the time to create
@@ -132,17 +136,18 @@ def add_ephemerals(js, n: int, watches: int) -> dict:
     return out
 
 
-def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0) -> dict:
-    import ray
-
+def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0,
+                hosting: str | None = None) -> dict:
     import rayjet
     from rayjet.api import StorageType
     from tests.cluster.test_faults import leader_id, replica_handles
+    from tests.replicas import kill
 
     data_dir = Path(tempfile.mkdtemp(prefix="rayjet-density-"))
     out: dict = {}
     try:
-        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60) as js:
+        with rayjet.connect(data_dir=str(data_dir), num_cpus=2, timeout=60,
+                            hosting=hosting) as js:
             created = []
             for i in range(n):
                 t = time.perf_counter()
@@ -150,7 +155,8 @@ def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0) -
                               storage=StorageType.FILE)
                 created.append(time.perf_counter() - t)
                 js.publish(f"d{i}.x", b"hello")
-            out["create_s_median"] = round(statistics.median(created), 2)
+            out["create_ms_median"] = ms(created, 0.5)
+            out["create_ms_p95"] = ms(created, 0.95)
             time.sleep(5.0)  # idle long enough to go quiet (1 s) and settle
             out.update(idle_cost())
             out["idle_pct_core_per_stream"] = round(100 * out["idle_cores"] / n, 2)
@@ -160,7 +166,7 @@ def run_setting(n: int, failovers: int, ephemerals: int = 0, watches: int = 0) -
                 time.sleep(3.0)  # quiet again
                 victim = replica_handles(js, name)[leader_id(js, name)]
                 t = time.perf_counter()
-                ray.kill(victim, no_restart=False)
+                kill(victim)  # its process: a dedicated actor, or the host it runs in
                 while True:
                     try:
                         js.publish(f"d{k % n}.x", b"after", timeout=10,
@@ -277,6 +283,10 @@ def main() -> None:
                     help="measure one R3 stream with this many R3 durable consumers instead")
     ap.add_argument("--pushers", type=int, default=0,
                     help="measure one R3 stream with this many idle push subscriptions instead")
+    ap.add_argument("--hosting", choices=("shared", "dedicated"),
+                    help="the streams' hosting (default: rayjet's default, shared)")
+    ap.add_argument("--settings", default="quiet,awake",
+                    help="which settings to measure, comma-separated (quiet, awake)")
     ap.add_argument("--setting", choices=("quiet", "awake"), help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
@@ -290,26 +300,28 @@ def main() -> None:
     if args.setting:  # one setting, in a process of its own (the actors inherit its env)
         quiet = args.setting == "quiet"
         res = run_setting(args.streams, args.failovers if quiet else 0,
-                          args.ephemerals if quiet else 0, args.watches if quiet else 0)
+                          args.ephemerals if quiet else 0, args.watches if quiet else 0,
+                          args.hosting)
         print(json.dumps(res))
         return
     results = {}
     root = Path(__file__).resolve().parent.parent
-    for setting in ("quiet", "awake"):
+    for setting in args.settings.split(","):
         env = {**os.environ, "PYTHONPATH": str(root)}
         env.pop("RAY_ADDRESS", None)
         env["RAYJET_RAFT_QUIESCE_TICKS"] = "20" if setting == "quiet" else "0"
         proc = subprocess.run([sys.executable, __file__, "--streams", str(args.streams),
                                "--failovers", str(args.failovers), "--ephemerals",
                                str(args.ephemerals), "--watches", str(args.watches),
-                               "--setting", setting],
+                               "--setting", setting]
+                              + (["--hosting", args.hosting] if args.hosting else []),
                               capture_output=True, text=True, env=env, cwd=root, timeout=1800)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
         results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{setting:6}: {results[setting]}", flush=True)
-    q, a = results["quiet"], results["awake"]
-    if a["idle_cores"]:
+    q, a = results.get("quiet"), results.get("awake")
+    if q and a and a["idle_cores"]:
         print(f"idle CPU, quiescent vs always ticking: {q['idle_cores']} vs {a['idle_cores']} "
               f"cores ({a['idle_cores'] / max(q['idle_cores'], 1e-6):.1f}x less)")
     if args.json:

@@ -292,13 +292,23 @@ def rj_async_throughput(js, storage: str, replicas: int, count: int) -> nb.Throu
 
 
 def _replica_handles(js, name: str) -> dict:
-    import ray
-
-    from rayjet.actors.names import NAMESPACE, stream_actor_name
+    """Replica id -> handle: its dedicated actor, or a handle through its host."""
+    from rayjet.actors.host import find_replica
+    from rayjet.actors.names import stream_actor_name
 
     assignment, _ = js._stream(name, refresh=True)
-    return {rid: ray.get_actor(stream_actor_name(assignment["group"], rid), namespace=NAMESPACE)
+    return {rid: find_replica(stream_actor_name(assignment["group"], rid))
             for rid, _node in assignment["peers"]}
+
+
+def _kill_process_of(handle) -> None:
+    """Kill the process the replica runs in (its host, with the replicas of other streams
+    there, as a nats-server process dies with all its streams; or its own actor)."""
+    import ray
+
+    from rayjet.actors.host import HostedHandle
+
+    ray.kill(handle.host if isinstance(handle, HostedHandle) else handle, no_restart=False)
 
 
 def _statuses(js, name: str) -> dict[str, dict | None]:
@@ -351,7 +361,6 @@ def _watch_election(survivors: list, t_kill: float, out: list[float], poll: floa
 def failover(js, reps: int, before: int = 50, after: int = 20) -> tuple[list[float], list[dict]]:
     """Sequential publishes with msg ids; at each repetition kill the (settled) leader between
     two publishes and time the kill to the next PubAck."""
-    import ray
 
     payload = os.urandom(SIZE)
     times: list[float] = []
@@ -376,7 +385,7 @@ def failover(js, reps: int, before: int = 50, after: int = 20) -> tuple[list[flo
                 pub()
             elected: list[float] = []
             t_kill = time.perf_counter()
-            ray.kill(victim, no_restart=False)
+            _kill_process_of(victim)
             watcher = threading.Thread(target=_watch_election, daemon=True,
                                        args=(survivors, t_kill, elected))
             watcher.start()
