@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import secrets
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,9 @@ class ProcessDataPlane:
         self.failed: str | None = None  # why it could not start (actor calls only then)
         self.tls = False
         self.stats = {"delivered": 0, "unknown": 0, "refused": 0}
+        # senders of raft messages told when an address refuses connections (its process
+        # died): objects with ``address_refused(address)``, held weakly
+        self.refusal_listeners: weakref.WeakSet = weakref.WeakSet()
 
     # -- replicas ---------------------------------------------------------------------------
     def serve(self, name: str, receive: Receive) -> None:
@@ -127,7 +131,8 @@ class ProcessDataPlane:
                 ssl_context=None if tls is None else tls.server)
             self.sender = DataPlaneSender(
                 secret=secret, ssl_context=None if tls is None else tls.client,
-                server_hostname=None if tls is None else tls.server_hostname)
+                server_hostname=None if tls is None else tls.server_hostname,
+                on_refused=self._refused)
             self.tls = tls is not None
             self.address = self.server.address
         except Exception as exc:  # noqa: BLE001 - actor calls carry the messages instead
@@ -137,6 +142,10 @@ class ProcessDataPlane:
             return
         log.info("data plane serves on %s:%d", *self.address)
         self._publish(list(self.receivers))
+
+    def _refused(self, address: tuple[str, int]) -> None:
+        for listener in list(self.refusal_listeners):
+            listener.address_refused(address)
 
     def _publish(self, names: list[str]) -> None:
         if not names or self.address is None or not _kv_ready():

@@ -127,6 +127,8 @@ class RaftHost:
         self._held: dict[str, list[Message]] = defaultdict(list)
         self._sync_scheduled = False
         self.sync_batches = 0  # fsyncs that let held messages go (status reports it)
+        if hasattr(send, "on_gone"):  # a PeerSender: it sees peers' processes die
+            send.on_gone = self._peer_gone
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, *, lead_at_once: bool = False) -> None:
@@ -251,7 +253,12 @@ class RaftHost:
             raise
         except Exception:  # noqa: BLE001 - the call failing is the news
             pass
-        if self._stopped.is_set():
+        self._peer_gone(peer)
+
+    def _peer_gone(self, peer: str) -> None:
+        """``peer``'s process died (Ray's notice, or its data-plane port refusing): when
+        it led, elect another now rather than after an election timeout."""
+        if self._stopped.is_set() or self._task is None:
             return
         if self.group.leader == peer:
             log.info("%s: leader %s is gone; electing another", self.name, peer)

@@ -244,7 +244,11 @@ class PeerSender:
         self._addresses: dict[str, tuple[str, int]] = {}  # peer -> its data-plane address
         self._address_checked: dict[str, float] = {}  # peer -> when to read it again
         self.stats = {"sent": 0, "failed": 0, "dropped": 0, "to_removed": 0, "lookups": 0,
-                      "direct": 0, "direct_dropped": 0}
+                      "direct": 0, "direct_dropped": 0, "refused": 0}
+        # told when a peer's process is seen gone (its data-plane address refuses
+        # connections): the raft host then elects at once if that peer led
+        self.on_gone: Callable[[str], None] | None = None
+        self._listening = False
 
     def __call__(self, peer: str, messages: list) -> None:
         if peer in self._removed:
@@ -289,6 +293,9 @@ class PeerSender:
         plane = data_plane.running_plane()
         if plane is None:
             return False
+        if not self._listening:
+            self._listening = True
+            plane.refusal_listeners.add(self)
         now = time.monotonic()
         addr = self._addresses.get(peer)
         if now >= self._address_checked.get(peer, 0.0):
@@ -308,6 +315,18 @@ class PeerSender:
         self._address_checked[peer] = min(self._address_checked.get(peer, now),
                                           now + LOOKUP_BACKOFF)
         return False
+
+    def address_refused(self, address: tuple[str, int]) -> None:
+        """Connections to ``address`` are refused: the process that served the peers
+        there died (or moved); they are looked up anew, and ``on_gone`` hears of them."""
+        for peer, addr in list(self._addresses.items()):
+            if tuple(addr) != tuple(address):
+                continue
+            self.stats["refused"] += 1
+            del self._addresses[peer]
+            self._address_checked.pop(peer, None)
+            if self.on_gone is not None:
+                self.on_gone(peer)
 
     async def _look_up_address(self, peer: str) -> None:
         try:

@@ -236,13 +236,16 @@ class Raft:
 
     def report_peer_down(self, nid: str) -> None:
         """The application saw ``nid``'s process die. A follower of it wakes, forgets it
-        as leader (so it grants votes) and campaigns within one election timeout, staggered
-        by its randomized timeout."""
+        as leader (so it grants votes) and campaigns within a quarter of an election
+        timeout, staggered at random so that the followers who heard of the death
+        together seldom split their votes."""
         if nid != self.lead or self.role == Role.LEADER or nid == self.id:
             return
         self.wake()
         self.lead = None
-        self.election_elapsed = max(self.election_elapsed, self.cfg.election_tick)
+        stagger = self.rng.randint(1, max(1, self.cfg.election_tick // 4))
+        self.election_elapsed = max(self.election_elapsed,
+                                    self.randomized_election_timeout - stagger)
 
     def _quorum_active(self) -> bool:
         active = 0

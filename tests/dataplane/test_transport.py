@@ -452,3 +452,26 @@ def test_raw_clients_cannot_make_the_server_unpack_anything_but_batches():
         await server.close()
 
     run(main())
+
+
+def test_a_lost_connection_is_made_again_at_once_and_a_refusal_is_reported():
+    """The other end closing a connection makes the sender connect again with nothing
+    queued; when nothing listens there any more (its process died), ``on_refused`` says
+    so at once, which is how raft peers learn of a dead leader before Ray's notice."""
+    async def main():
+        inbox = Inbox()
+        refused = []
+        server = await _serve(inbox)
+        address = server.address
+        sender = DataPlaneSender(secret=SECRET, on_refused=refused.append)
+        assert sender.send(address, "g", [msg(1)])
+        await inbox.wait_count(1)
+        server.drop_connections()  # a cut: the server is still there
+        await wait_until(lambda: sender.stats["connects"] == 2, what="reconnect, unasked")
+        assert refused == []
+        await server.close()  # the process is gone: its port refuses
+        await wait_until(lambda: refused == [address], what="the refusal reported")
+        assert sender.stats["refused"] == 1
+        await sender.close()
+
+    run(main())
