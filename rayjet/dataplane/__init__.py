@@ -29,6 +29,14 @@ from rayjet.dataplane.frames import (
     pack_frame,
     read_frame,
 )
+from rayjet.dataplane.requests import (
+    DataPlaneClient,
+    RemoteError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from rayjet.dataplane.tls import DataPlaneTLS, TLSConfigError, tls_from_env
 from rayjet.dataplane.transport import (
     PEER_BUDGET,
@@ -46,6 +54,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Address",
     "AuthError",
+    "DataPlaneClient",
     "DataPlaneError",
     "DataPlaneSender",
     "DataPlaneServer",
@@ -55,12 +64,17 @@ __all__ = [
     "FrameError",
     "FrameReader",
     "Kind",
+    "RemoteError",
     "TLSConfigError",
     "client_handshake",
     "cluster_secret",
     "decode_batch",
+    "decode_request",
+    "decode_response",
     "encode_batch",
     "encode_message",
+    "encode_request",
+    "encode_response",
     "pack_frame",
     "read_frame",
     "server_handshake",

@@ -35,6 +35,8 @@ class Kind(enum.IntEnum):
     PING = 6  # either way: answered by PONG with the same payload
     PONG = 7
     ERROR = 8  # either way, just before closing: a reason in UTF-8
+    REQUEST = 9  # client -> server: [id, target, method, args, kwargs] (rayjet.dataplane.requests)
+    RESPONSE = 10  # server -> client: [id, ok, value]
 
 
 _KINDS = frozenset(int(k) for k in Kind)

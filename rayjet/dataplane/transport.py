@@ -44,6 +44,12 @@ from rayjet.dataplane.frames import (
     raft_frames,
     read_frame,
 )
+from rayjet.dataplane.requests import (
+    MAX_IN_FLIGHT,
+    ConnectionRequests,
+    Handler,
+    default_error_to_wire,
+)
 from rayjet.raft.messages import Message
 
 log = logging.getLogger(__name__)
@@ -74,8 +80,14 @@ class DataPlaneServer:
     authentication), ``deliver_errors``."""
 
     def __init__(self, deliver: Deliver, *, secret: bytes, process_id: str, max_frame: int,
-                 handshake_timeout: float, max_handshakes: int) -> None:
+                 handshake_timeout: float, max_handshakes: int,
+                 serve_request: Handler | None = None,
+                 error_to_wire: Callable[[BaseException], dict] = default_error_to_wire
+                 ) -> None:
         self.deliver = deliver
+        self.serve_request = serve_request
+        self.error_to_wire = error_to_wire
+        self.max_in_flight = MAX_IN_FLIGHT  # requests of one connection served at once
         self._secret = check_secret(secret)
         self.process_id = check_name(process_id, "process id")
         self.max_frame = check_max_frame(max_frame)
@@ -93,6 +105,8 @@ class DataPlaneServer:
                     port: int = 0, ssl_context: ssl.SSLContext | None = None,
                     max_frame: int = MAX_FRAME, handshake_timeout: float = HANDSHAKE_TIMEOUT,
                     process_id: str | None = None, max_handshakes: int = 64,
+                    serve_request: Handler | None = None,
+                    error_to_wire: Callable[[BaseException], dict] = default_error_to_wire,
                     ) -> DataPlaneServer:
         """Listen on ``host:port`` (port 0: any free port; see :attr:`address`).
 
@@ -100,10 +114,15 @@ class DataPlaneServer:
         the order frames arrive on a connection; it must not block. Bind to an address
         peers can reach (the node's IP, or "0.0.0.0" and advertise the node's IP with
         :attr:`port`). With ``ssl_context`` (a server-side context holding the certificate)
-        connections are TLS; set its ``verify_mode`` to CERT_REQUIRED for mutual TLS."""
+        connections are TLS; set its ``verify_mode`` to CERT_REQUIRED for mutual TLS.
+
+        ``serve_request(target, method, args, kwargs)`` (a coroutine function) answers
+        REQUEST frames (see :mod:`rayjet.dataplane.requests`); without it they are
+        unexpected frames. ``error_to_wire(exc)`` makes its exceptions error documents."""
         self = cls(deliver, secret=secret, process_id=process_id or default_process_id(),
                    max_frame=max_frame, handshake_timeout=handshake_timeout,
-                   max_handshakes=max_handshakes)
+                   max_handshakes=max_handshakes, serve_request=serve_request,
+                   error_to_wire=error_to_wire)
         tls = {} if ssl_context is None else {"ssl": ssl_context,
                                               "ssl_handshake_timeout": handshake_timeout}
         self._server = await asyncio.start_server(self._accept, host, port, limit=READ_LIMIT,
@@ -178,12 +197,28 @@ class DataPlaneServer:
     async def _serve(self, reader, writer, client: str) -> None:
         self.stats["connections"] += 1
         log.info("data plane: %s connected", client)
+        requests = (None if self.serve_request is None else ConnectionRequests(
+            self.serve_request, writer, error_to_wire=self.error_to_wire,
+            max_in_flight=self.max_in_flight, stats=self.stats))
+        try:
+            await self._serve_frames(reader, writer, client, requests)
+        finally:
+            if requests is not None:
+                requests.cancel()
+
+    async def _serve_frames(self, reader, writer, client: str,
+                            requests: ConnectionRequests | None) -> None:
         while True:
             try:
                 frame = await read_frame(reader, self.max_frame)
                 if frame is None:
                     log.info("data plane: %s disconnected", client)
                     return
+                if frame.kind == Kind.REQUEST and requests is not None:
+                    requests.take(frame.payload)
+                    await requests.room()  # no more frames read while at the limit
+                    await writer.drain()  # answers a client does not read stall only it
+                    continue
                 refusal = self._handle(frame, writer)
                 if refusal is None and frame.kind == Kind.PING:
                     await writer.drain()  # a pinger that never reads stalls only itself
