@@ -197,3 +197,25 @@ async def server_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamW
     except TimeoutError:
         _send_error(writer, "handshake timeout")
         raise AuthError(f"no handshake within {timeout:.1f}s") from None
+
+
+async def open_authenticated(address: tuple[str, int], *, secret: bytes, process_id: str,
+                             ssl_context: Any = None, server_hostname: str | None = None,
+                             connect_timeout: float = 5.0,
+                             handshake_timeout: float = HANDSHAKE_TIMEOUT
+                             ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
+    """Connect to a data-plane server (over TLS with ``ssl_context``) and authenticate as
+    its client: ``(reader, writer, the server's process id)``. OSError or TimeoutError when
+    it cannot connect, AuthError when either side's proof fails."""
+    host, port = address
+    tls = {} if ssl_context is None else {"ssl": ssl_context,
+                                          "server_hostname": server_hostname}
+    async with asyncio.timeout(connect_timeout):
+        reader, writer = await asyncio.open_connection(host, port, **tls)
+    try:
+        server = await client_handshake(reader, writer, secret=secret, process_id=process_id,
+                                        timeout=handshake_timeout)
+    except BaseException:
+        writer.transport.abort()
+        raise
+    return reader, writer, server

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgpack
 
-from rayjet.dataplane.auth import HANDSHAKE_TIMEOUT, check_secret, client_handshake
+from rayjet.dataplane.auth import HANDSHAKE_TIMEOUT, check_secret, open_authenticated
 from rayjet.dataplane.codec import MAX_NAME, MAX_UINT, DataPlaneError, FrameError, check_name
 from rayjet.dataplane.frames import MAX_FRAME, Kind, check_max_frame, pack_frame, read_frame
 
@@ -256,17 +256,10 @@ class DataPlaneClient:
         return await asyncio.shield(self._connecting)
 
     async def _connect(self) -> asyncio.StreamWriter:
-        host, port = self.address
-        tls = {} if self.ssl_context is None else {"ssl": self.ssl_context,
-                                                   "server_hostname": self.server_hostname}
-        async with asyncio.timeout(self.connect_timeout):
-            reader, writer = await asyncio.open_connection(host, port, **tls)
-        try:
-            await client_handshake(reader, writer, secret=self._secret,
-                                   process_id=self.process_id, timeout=self.handshake_timeout)
-        except BaseException:
-            writer.transport.abort()
-            raise
+        reader, writer, _server = await open_authenticated(
+            self.address, secret=self._secret, process_id=self.process_id,
+            ssl_context=self.ssl_context, server_hostname=self.server_hostname,
+            connect_timeout=self.connect_timeout, handshake_timeout=self.handshake_timeout)
         self.stats["connects"] += 1
         self._writer = writer
         self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, writer))

@@ -21,10 +21,10 @@ from rayjet.dataplane.auth import (
     HANDSHAKE_MAX_FRAME,
     HANDSHAKE_TIMEOUT,
     check_secret,
-    client_handshake,
     default_process_id,
     error_frame,
     error_text,
+    open_authenticated,
     server_handshake,
 )
 from rayjet.dataplane.codec import (
@@ -416,19 +416,11 @@ class DataPlaneSender:
         return False
 
     async def _connect(self, peer: _Peer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        host, port = peer.address
-        tls = {} if self.ssl_context is None else {"ssl": self.ssl_context,
-                                                   "server_hostname": self.server_hostname}
-        async with asyncio.timeout(self.connect_timeout):
-            reader, writer = await asyncio.open_connection(host, port, **tls)
-        try:
-            server = await client_handshake(reader, writer, secret=self._secret,
-                                            process_id=self.process_id,
-                                            timeout=self.handshake_timeout)
-        except BaseException:
-            writer.transport.abort()
-            raise
-        log.info("data plane: connected to %s at %s:%d", server, host, port)
+        reader, writer, server = await open_authenticated(
+            peer.address, secret=self._secret, process_id=self.process_id,
+            ssl_context=self.ssl_context, server_hostname=self.server_hostname,
+            connect_timeout=self.connect_timeout, handshake_timeout=self.handshake_timeout)
+        log.info("data plane: connected to %s at %s:%d", server, *peer.address)
         return reader, writer
 
     async def _run(self, peer: _Peer) -> None:
