@@ -326,3 +326,13 @@ def from_wire(payload: dict[str, Any]) -> APIError:
             return error_for(row.name, description, )
     family = _FAMILY_BY_CODE.get(code, APIError)
     return family(description, code=code, err_code=err_code)
+
+
+def error_classes() -> list[type[APIError]]:
+    """APIError and every subclass of it."""
+    return _classes()
+
+
+def rebuild_error(cls: type[APIError], state: dict[str, Any]) -> APIError:
+    """An error of ``cls`` with ``state`` (its ``__dict__``), as unpickling rebuilds one."""
+    return _rebuild(cls, state)
