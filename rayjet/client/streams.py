@@ -326,6 +326,10 @@ class StreamsAPI:
         ``timeout`` seconds without a change (``since=-1``: at once). For followers of the
         catalogue, which then neither poll nor wake an idle meta group. A coroutine: it
         waits in the caller's event loop, not in a thread."""
+        if type(since) is not int or since < -1:
+            raise BadRequestError(f"since must be an applied index (-1 or more), not {since!r}")
+        if not isinstance(timeout, int | float) or not 0 <= timeout <= 3600:
+            raise BadRequestError(f"timeout must be 0..3600 seconds, not {timeout!r}")
         self._check_open()
         got = await self._meta.acall("watch_streams", since, timeout, linearizable,
                                      timeout=timeout + self.timeout)

@@ -255,6 +255,10 @@ class JetStreamBridge:
                 log.info("stream catalogue not followed: %s", exc)
                 await asyncio.sleep(CATALOGUE_EVERY)
                 continue
+            except Exception:  # noqa: BLE001 - whatever it was, keep following
+                log.exception("following the stream catalogue failed; trying again")
+                await asyncio.sleep(CATALOGUE_EVERY)
+                continue
             if configs is not None:
                 self._refreshed = time.monotonic()
                 await self._take_catalogue(applied, configs)

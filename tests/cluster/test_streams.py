@@ -244,3 +244,25 @@ def test_update_stream_checks_editable_fields(js, stream):
                                       storage=StorageType.FILE))
     with pytest.raises(StreamNotFoundError):
         js.update_stream(StreamConfig(name="NOSUCH", subjects=["nosuch"]))
+
+
+def test_watching_the_catalogue_answers_changes_and_refuses_bad_arguments(js, stream_name):
+    import asyncio
+
+    async def run():
+        applied, configs = await js.watch_stream_configs(-1, 0.0, linearizable=True)
+        assert configs is not None
+        same = await js.watch_stream_configs(applied, 0.05)
+        assert same == (applied, None)  # nothing changed within the timeout
+        waiting = asyncio.ensure_future(js.watch_stream_configs(applied, 20.0))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(js.add_stream, name=stream_name,
+                                subjects=[f"{stream_name}.>"])
+        moved, now = await asyncio.wait_for(waiting, 20)
+        assert moved > applied and stream_name in {c.name for c in now}
+        for since, timeout in (("1", 1.0), (-2, 1.0), (0, -1), (0, "x")):
+            with pytest.raises(BadRequestError):
+                await js.watch_stream_configs(since, timeout)
+
+    asyncio.run(run())
+    js.delete_stream(stream_name)
