@@ -30,6 +30,7 @@ from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.actors.self_start import start_when_restarted
+from rayjet.actors.wire_values import CONSUMER_REQUESTS
 from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
@@ -183,6 +184,8 @@ class _Fetch:
 class ConsumerReplica:
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
+    DATA_PLANE_REQUESTS = CONSUMER_REQUESTS  # what clients may call over the data plane
+
     def __init__(self, stream_assignment: dict[str, Any], name: str, config: dict[str, Any],
                  group: str, replica_id: str, voters: list[str], data_dir: str, *,
                  created_ns: int = 0, tick_seconds: float = 0.05,
@@ -231,6 +234,7 @@ class ConsumerReplica:
                                  name=f"{self.stream_name}>{name}/{replica_id}",
                                  actor_name=consumer_actor_name(group, replica_id),
                                  metrics=RaftMetrics("consumer", f"{self.stream_name}/{name}"))
+            self.host.request_target = self
             self._metrics = ConsumerMetrics(self.stream_name, name)
         else:  # one voter, no peers; no metric series per short-lived consumer
             self.host = RaftHost(rgroup, _no_peers, tick_seconds=tick_seconds,

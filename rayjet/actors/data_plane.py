@@ -21,6 +21,7 @@ processes with access to the cluster's control store can read it).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import os
@@ -32,7 +33,11 @@ from typing import Any
 import ray
 from ray.experimental import internal_kv
 
+from rayjet.actors.wire_values import CODEC
 from rayjet.dataplane import DataPlaneSender, DataPlaneServer, cluster_secret, tls_from_env
+from rayjet.errors import APIError
+from rayjet.errors import TimeoutError as RequestTimeoutError
+from rayjet.errors.documents import to_document
 from rayjet.raft import Message
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,22 @@ KV_NAMESPACE = "rayjet.dataplane"
 _SECRET_KEY = b"\x00secret"  # not a replica name: names never start with NUL
 
 Receive = Callable[[list[Message]], None]
+NOT_SERVED = "NotServed"  # the error document's type when a request has no taker here
+
+
+class NotServedError(LookupError):
+    """This process runs no such replica, or the replica takes no such request over the
+    data plane: nothing ran (the caller uses an actor call instead)."""
+
+
+def error_to_wire(exc: BaseException) -> dict[str, Any]:
+    """A request's failure as the document the client rebuilds (typed errors keep their
+    class; a replica's plain timeout is rayjet's TimeoutError)."""
+    if isinstance(exc, NotServedError):
+        return {"type": NOT_SERVED, "description": str(exc)}
+    if isinstance(exc, builtins.TimeoutError) and not isinstance(exc, APIError):
+        exc = RequestTimeoutError(str(exc) or "timed out")
+    return to_document(exc)
 
 
 def enabled() -> bool:
@@ -53,7 +74,7 @@ def _kv_ready() -> bool:
     return internal_kv._internal_kv_initialized()
 
 
-def _secret() -> bytes:
+def cluster_data_plane_secret() -> bytes:
     """Blocking: the secret every replica process of this cluster shares."""
     found = cluster_secret()
     if found:
@@ -83,6 +104,7 @@ class ProcessDataPlane:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.receivers: dict[str, Receive] = {}
+        self.targets: dict[str, Any] = {}  # replica name -> the object requests call
         self.server: DataPlaneServer | None = None
         self.sender: DataPlaneSender | None = None
         self.address: tuple[str, int] | None = None
@@ -95,9 +117,14 @@ class ProcessDataPlane:
         self.refusal_listeners: weakref.WeakSet = weakref.WeakSet()
 
     # -- replicas ---------------------------------------------------------------------------
-    def serve(self, name: str, receive: Receive) -> None:
-        """Take raft messages for replica ``name`` (starts the server with the first)."""
+    def serve(self, name: str, receive: Receive, target: Any = None) -> None:
+        """Take raft messages for replica ``name`` (starts the server with the first), and
+        with ``target`` clients' requests for it (its ``DATA_PLANE_REQUESTS``)."""
         self.receivers[name] = receive
+        if target is not None:
+            self.targets[name] = target
+        else:
+            self.targets.pop(name, None)
         if self.address is not None:
             self._publish([name])
         elif self._starting is None and self.failed is None:
@@ -106,6 +133,16 @@ class ProcessDataPlane:
     def withdraw(self, name: str, receive: Receive) -> None:
         if self.receivers.get(name) is receive:
             del self.receivers[name]
+            self.targets.pop(name, None)
+
+    async def _serve_request(self, name: str, method: str, args: list,
+                             kwargs: dict[str, Any]) -> Any:
+        target = self.targets.get(name)
+        if target is None:
+            raise NotServedError(f"no replica {name!r} is served here")
+        if method not in getattr(target, "DATA_PLANE_REQUESTS", ()):
+            raise NotServedError(f"{method!r} is not served over the data plane")
+        return await getattr(target, method)(*args, **kwargs)
 
     def _deliver(self, name: str, messages: list[Message]) -> None:
         receive = self.receivers.get(name)
@@ -123,12 +160,13 @@ class ProcessDataPlane:
     async def _start(self) -> None:
         try:
             tls = tls_from_env(os.environ)
-            secret = await asyncio.to_thread(_secret)
+            secret = await asyncio.to_thread(cluster_data_plane_secret)
             host = ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
             port = int(os.environ.get(PORT_ENV, "0") or 0)
             self.server = await DataPlaneServer.start(
                 self._deliver, secret=secret, host=host, port=port,
-                ssl_context=None if tls is None else tls.server)
+                ssl_context=None if tls is None else tls.server,
+                serve_request=self._serve_request, error_to_wire=error_to_wire, codec=CODEC)
             self.sender = DataPlaneSender(
                 secret=secret, ssl_context=None if tls is None else tls.client,
                 server_hostname=None if tls is None else tls.server_hostname,
@@ -210,10 +248,10 @@ def running_plane() -> ProcessDataPlane | None:
     return found if found is not None and found.sender is not None else None
 
 
-def serve_replica(name: str, receive: Receive) -> None:
+def serve_replica(name: str, receive: Receive, target: Any = None) -> None:
     found = plane()
     if found is not None:
-        found.serve(name, receive)
+        found.serve(name, receive, target)
 
 
 def withdraw_replica(name: str, receive: Receive) -> None:

@@ -106,6 +106,8 @@ class RaftHost:
         # the name peers address this replica by: it takes their messages over this
         # process's data plane too once started (rayjet.actors.data_plane)
         self.actor_name = actor_name
+        # the replica object whose DATA_PLANE_REQUESTS clients may call over the data plane
+        self.request_target: Any = None
         self.send = send
         self.watch = watch
         self._woken = asyncio.Event()  # set by every pump that leaves the group awake
@@ -138,7 +140,7 @@ class RaftHost:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._tick_loop())
             if self.actor_name is not None:
-                data_plane.serve_replica(self.actor_name, self.receive)
+                data_plane.serve_replica(self.actor_name, self.receive, self.request_target)
             if lead_at_once and self.group.fresh:
                 self.group.campaign()
                 self.pump()

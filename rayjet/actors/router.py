@@ -12,7 +12,8 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError, RayTaskError
 
-from rayjet.actors import data_plane
+from rayjet.actors import data_plane, direct
+from rayjet.actors.direct import NotDirect, RequestLost
 from rayjet.actors.host import (
     HostedHandle,
     NotHostedError,
@@ -25,6 +26,7 @@ from rayjet.actors.names import (
     meta_member_id,
     stream_actor_name,
 )
+from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError, TimeoutError
 
@@ -74,12 +76,35 @@ async def acall(ref: Any, timeout: float) -> Any:
 class GroupRouter:
     """Calls the leader of a replica group, following leader hints and skipping dead actors."""
 
-    def __init__(self, names: dict[str, str], what: str, *, hosted: bool = False) -> None:
+    def __init__(self, names: dict[str, str], what: str, *, hosted: bool = False,
+                 direct_methods: frozenset[str] = frozenset()) -> None:
         self.names = names  # replica id -> actor name
         self.what = what
         self.hosted = hosted  # the replicas run in shared hosts (see find_replica)
         self.leader: str | None = None
         self._handles: dict[str, Any] = {}
+        # the methods tried over the data plane first (rayjet.actors.direct)
+        self.direct_methods = direct_methods if direct.enabled() else frozenset()
+
+    def _call_once(self, rid: str, method: str, args: tuple, kwargs: dict[str, Any],
+                   wait: float) -> Any:
+        if method in self.direct_methods:
+            try:
+                return direct.call(self.names[rid], method, args, kwargs, wait)
+            except NotDirect:
+                pass  # nothing ran: the actor call
+        h = self.handle(rid)
+        return call(lambda: getattr(h, method).remote(*args, **kwargs), wait)
+
+    async def _acall_once(self, rid: str, method: str, args: tuple, kwargs: dict[str, Any],
+                          wait: float) -> Any:
+        if method in self.direct_methods:
+            try:
+                return await direct.acall(self.names[rid], method, args, kwargs, wait)
+            except NotDirect:
+                pass
+        h = await self.ahandle(rid)
+        return await acall(getattr(h, method).remote(*args, **kwargs), wait)
 
     def handle(self, rid: str) -> Any:
         h = self._handles.get(rid)
@@ -127,7 +152,7 @@ class GroupRouter:
         # a dead or restarting replica (or one whose host's node is gone, so the call never
         # ran): its handle may be stale
         self._handles.pop(rid, None)
-        if isinstance(err, RayActorError) and not retry_unknown:
+        if isinstance(err, RayActorError | RequestLost) and not retry_unknown:
             raise ServiceUnavailableError(
                 f"{self.what}: replica {rid} died during the call; the outcome "
                 "is unknown (retry with a Nats-Msg-Id to make retries safe)") from None
@@ -155,13 +180,12 @@ class GroupRouter:
                     break
                 wait = remaining if attempt_timeout is None else min(remaining, attempt_timeout)
                 try:
-                    h = self.handle(rid)
-                    result = call(lambda h=h: getattr(h, method).remote(*args, **kwargs), wait)
+                    result = self._call_once(rid, method, args, kwargs, wait)
                     if not any_replica:
                         self.leader = rid
                     return result
                 except (TimeoutError, NotLeaderError, RayActorError, ActorUnschedulableError,
-                        ValueError) as err:
+                        ValueError, RequestLost) as err:
                     last = err
                     if self._failed(rid, err, retry_unknown, attempt_timeout):
                         break
@@ -183,12 +207,11 @@ class GroupRouter:
                     break
                 wait = remaining if attempt_timeout is None else min(remaining, attempt_timeout)
                 try:
-                    h = await self.ahandle(rid)
-                    result = await acall(getattr(h, method).remote(*args, **kwargs), wait)
+                    result = await self._acall_once(rid, method, args, kwargs, wait)
                     self.leader = rid
                     return result
                 except (TimeoutError, NotLeaderError, RayActorError, ActorUnschedulableError,
-                        ValueError) as err:
+                        ValueError, RequestLost) as err:
                     last = err
                     if self._failed(rid, err, retry_unknown, attempt_timeout):
                         break
@@ -206,7 +229,8 @@ def stream_router(assignment: dict[str, Any]) -> GroupRouter:
     group = assignment["group"]
     names = {rid: stream_actor_name(group, rid) for rid, _node in assignment["peers"]}
     return GroupRouter(names, f"stream {assignment['config']['name']!r}",
-                       hosted=assignment["config"].get("hosting") == SHARED_HOSTING)
+                       hosted=assignment["config"].get("hosting") == SHARED_HOSTING,
+                       direct_methods=STREAM_REQUESTS)
 
 
 def is_api_error(exc: BaseException) -> bool:

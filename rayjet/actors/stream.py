@@ -30,6 +30,7 @@ from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
+from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.engine import ApplyResult, store_config
@@ -97,6 +98,8 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
 class StreamReplica:
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
+    DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane
+
     def __init__(self, config: dict[str, Any], group: str, replica_id: str,
                  voters: list[str], data_dir: str, *, created_ns: int = 0,
                  tick_seconds: float = 0.05) -> None:
@@ -132,6 +135,7 @@ class StreamReplica:
                              name=f"{cfg.name}/{replica_id}",
                              actor_name=stream_actor_name(group, replica_id),
                              metrics=RaftMetrics("stream", cfg.name))
+        self.host.request_target = self
         self.host.on_output.append(self._on_output)
         self._metrics = StreamMetrics(cfg.name)
         self._ready_index: int | None = None

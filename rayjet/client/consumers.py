@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.router import GroupRouter
+from rayjet.actors.wire_values import CONSUMER_REQUESTS
 from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamConfig
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
@@ -54,7 +55,8 @@ def _consumer_config(config: ConsumerConfig | dict | None, params: dict) -> Cons
 
 def _router(ca: dict[str, Any]) -> GroupRouter:
     return GroupRouter({rid: consumer_actor_name(ca["group"], rid) for rid, _ in ca["peers"]},
-                       f"consumer {ca['stream']} > {ca['name']}")
+                       f"consumer {ca['stream']} > {ca['name']}",
+                       direct_methods=CONSUMER_REQUESTS)
 
 
 _ROUTER_OPTIONS = ("timeout", "retry_unknown", "attempt_timeout")

@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -36,6 +37,29 @@ MAX_METHOD = 128  # characters in a method name
 
 # what a server calls for each request: handler(target, method, args, kwargs) -> result
 Handler = Callable[[str, str, list, dict], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ValueCodec:
+    """How values beyond msgpack's own travel in requests and answers: ``default(obj)``
+    turns what msgpack cannot carry into an ``msgpack.ExtType`` (or raises TypeError),
+    ``ext_hook(code, data)`` turns one back (raising on anything it does not know: the
+    frame is then malformed). ``strict_answers``: answers are packed with msgpack's
+    ``strict_types`` (tuples reach ``default`` instead of becoming lists)."""
+
+    default: Callable[[Any], Any] | None = None
+    ext_hook: Callable[[int, bytes], Any] | None = None
+    strict_answers: bool = False
+    # map keys other than strings (an answer's row numbers); still only hashable scalars,
+    # since arrays decode as lists
+    any_map_keys: bool = False
+
+
+PLAIN = ValueCodec()
+
+
+class ConnectFailed(ConnectionError):
+    """No connection could be made for a request: nothing was sent."""
 
 
 class RemoteError(DataPlaneError):
@@ -57,8 +81,11 @@ def default_error_from_wire(doc: dict[str, Any]) -> BaseException:
 # --- payloads -------------------------------------------------------------------------------
 
 
-def _unpack(data: bytes) -> Any:
+def _unpack(data: bytes, codec: ValueCodec = PLAIN) -> Any:
     try:
+        if codec.ext_hook is not None:
+            return msgpack.unpackb(data, raw=False, strict_map_key=not codec.any_map_keys,
+                                   use_list=True, ext_hook=codec.ext_hook)
         return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as exc:  # noqa: BLE001 - anything malformed is one kind of error here
         raise FrameError(f"undecodable payload: {type(exc).__name__}: {exc}") from None
@@ -71,19 +98,21 @@ def _request_id(value: Any) -> int:
 
 
 def encode_request(rid: int, target: str, method: str, args: list | tuple,
-                   kwargs: dict[str, Any]) -> bytes:
+                   kwargs: dict[str, Any], codec: ValueCodec = PLAIN) -> bytes:
     _request_id(rid)
     check_name(target, "target")
     if not isinstance(method, str) or not method or len(method) > MAX_METHOD:
         raise FrameError(f"bad method name {method!r:.40}")
     try:
-        return msgpack.packb([rid, target, method, list(args), dict(kwargs)], use_bin_type=True)
+        return msgpack.packb([rid, target, method, list(args), dict(kwargs)], use_bin_type=True,
+                             default=codec.default)
     except (TypeError, ValueError, OverflowError) as exc:
         raise FrameError(f"arguments msgpack cannot carry: {exc}") from None
 
 
-def decode_request(data: bytes) -> tuple[int, str, str, list, dict[str, Any]]:
-    o = _unpack(data)
+def decode_request(data: bytes, codec: ValueCodec = PLAIN
+                   ) -> tuple[int, str, str, list, dict[str, Any]]:
+    o = _unpack(data, codec)
     if not isinstance(o, list) or len(o) != 5:
         raise FrameError("a request is [id, target, method, args, kwargs]")
     rid, target, method, args, kwargs = o
@@ -99,12 +128,13 @@ def decode_request(data: bytes) -> tuple[int, str, str, list, dict[str, Any]]:
     return rid, target, method, args, kwargs
 
 
-def encode_response(rid: int, ok: bool, value: Any) -> bytes:
-    return msgpack.packb([_request_id(rid), bool(ok), value], use_bin_type=True)
+def encode_response(rid: int, ok: bool, value: Any, codec: ValueCodec = PLAIN) -> bytes:
+    return msgpack.packb([_request_id(rid), bool(ok), value], use_bin_type=True,
+                         default=codec.default, strict_types=codec.strict_answers)
 
 
-def decode_response(data: bytes) -> tuple[int, bool, Any]:
-    o = _unpack(data)
+def decode_response(data: bytes, codec: ValueCodec = PLAIN) -> tuple[int, bool, Any]:
+    o = _unpack(data, codec)
     if not isinstance(o, list) or len(o) != 3 or not isinstance(o[1], bool):
         raise FrameError("a response is [id, ok, value]")
     rid, ok, value = o
@@ -122,9 +152,10 @@ class ConnectionRequests:
 
     def __init__(self, handler: Handler, writer: asyncio.StreamWriter, *,
                  error_to_wire: Callable[[BaseException], dict] = default_error_to_wire,
-                 max_in_flight: int = MAX_IN_FLIGHT, stats: dict[str, int] | None = None
-                 ) -> None:
+                 max_in_flight: int = MAX_IN_FLIGHT, stats: dict[str, int] | None = None,
+                 codec: ValueCodec = PLAIN) -> None:
         self.handler = handler
+        self.codec = codec
         self.writer = writer
         self.error_to_wire = error_to_wire
         self.max_in_flight = max_in_flight
@@ -135,7 +166,7 @@ class ConnectionRequests:
 
     def take(self, payload: bytes) -> None:
         """Start serving one REQUEST frame (FrameError when it is malformed)."""
-        rid, target, method, args, kwargs = decode_request(payload)
+        rid, target, method, args, kwargs = decode_request(payload, self.codec)
         self._count("requests")
         task = asyncio.get_running_loop().create_task(
             self._serve(rid, target, method, args, kwargs))
@@ -164,7 +195,7 @@ class ConnectionRequests:
                      kwargs: dict) -> None:
         try:
             value = await self.handler(target, method, args, kwargs)
-            answer = encode_response(rid, True, value)
+            answer = encode_response(rid, True, value, self.codec)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is the requester's answer
@@ -189,9 +220,10 @@ class DataPlaneClient:
                  ssl_context: Any = None, server_hostname: str | None = None,
                  max_frame: int = MAX_FRAME, connect_timeout: float = 5.0,
                  handshake_timeout: float = HANDSHAKE_TIMEOUT,
-                 error_from_wire: Callable[[dict], BaseException] = default_error_from_wire
-                 ) -> None:
+                 error_from_wire: Callable[[dict], BaseException] = default_error_from_wire,
+                 codec: ValueCodec = PLAIN) -> None:
         self.address = (address[0], int(address[1]))
+        self.codec = codec
         self._secret = check_secret(secret)
         self.process_id = check_name(process_id, "process id")
         self.ssl_context = ssl_context
@@ -216,13 +248,17 @@ class DataPlaneClient:
                       kwargs: dict[str, Any] | None = None, *, timeout: float = 10.0) -> Any:
         """Send one request and wait for its answer: the value, or the server's error as
         ``error_from_wire`` makes it. TimeoutError after ``timeout`` seconds (the request
-        may still run); ConnectionError when the connection is lost meanwhile."""
+        may still run); ConnectionError when the connection is lost meanwhile, its subclass
+        ConnectFailed when none could be made (nothing was sent)."""
         if self._closed:
-            raise ConnectionError("data-plane client closed")
+            raise ConnectFailed("data-plane client closed")
         async with asyncio.timeout(timeout):
-            writer = await self._connection()
+            try:
+                writer = await self._connection()
+            except (OSError, DataPlaneError) as exc:
+                raise ConnectFailed(f"no connection to {self.address}: {exc}") from exc
             rid = next(self._ids)
-            payload = encode_request(rid, target, method, args, kwargs or {})
+            payload = encode_request(rid, target, method, args, kwargs or {}, self.codec)
             if len(payload) > self.max_frame:
                 raise FrameError(f"a request of {len(payload)} bytes is over the frame limit")
             fut = asyncio.get_running_loop().create_future()
@@ -236,6 +272,15 @@ class DataPlaneClient:
         if ok:
             return value
         raise self.error_from_wire(value)
+
+    def drop(self) -> bool:
+        """Abort the connection as a network cut would (tests and operators use it): the
+        requests in flight on it fail with ConnectionError, the next one connects again.
+        Call on the client's event loop. False when there was no connection."""
+        if self._writer is None:
+            return False
+        self._writer.transport.abort()
+        return True
 
     async def close(self) -> None:
         self._closed = True
@@ -270,7 +315,7 @@ class DataPlaneClient:
         try:
             while (frame := await read_frame(reader, self.max_frame)) is not None:
                 if frame.kind == Kind.RESPONSE:
-                    rid, ok, value = decode_response(frame.payload)
+                    rid, ok, value = decode_response(frame.payload, self.codec)
                     fut = self._pending.get(rid)
                     if fut is not None and not fut.done():
                         fut.set_result((ok, value))

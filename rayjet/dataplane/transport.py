@@ -46,8 +46,10 @@ from rayjet.dataplane.frames import (
 )
 from rayjet.dataplane.requests import (
     MAX_IN_FLIGHT,
+    PLAIN,
     ConnectionRequests,
     Handler,
+    ValueCodec,
     default_error_to_wire,
 )
 from rayjet.raft.messages import Message
@@ -82,10 +84,11 @@ class DataPlaneServer:
     def __init__(self, deliver: Deliver, *, secret: bytes, process_id: str, max_frame: int,
                  handshake_timeout: float, max_handshakes: int,
                  serve_request: Handler | None = None,
-                 error_to_wire: Callable[[BaseException], dict] = default_error_to_wire
-                 ) -> None:
+                 error_to_wire: Callable[[BaseException], dict] = default_error_to_wire,
+                 codec: ValueCodec = PLAIN) -> None:
         self.deliver = deliver
         self.serve_request = serve_request
+        self.codec = codec
         self.error_to_wire = error_to_wire
         self.max_in_flight = MAX_IN_FLIGHT  # requests of one connection served at once
         self._secret = check_secret(secret)
@@ -107,7 +110,7 @@ class DataPlaneServer:
                     process_id: str | None = None, max_handshakes: int = 64,
                     serve_request: Handler | None = None,
                     error_to_wire: Callable[[BaseException], dict] = default_error_to_wire,
-                    ) -> DataPlaneServer:
+                    codec: ValueCodec = PLAIN) -> DataPlaneServer:
         """Listen on ``host:port`` (port 0: any free port; see :attr:`address`).
 
         ``deliver(group, messages)`` is called on the event loop for each RAFT frame, in
@@ -118,11 +121,12 @@ class DataPlaneServer:
 
         ``serve_request(target, method, args, kwargs)`` (a coroutine function) answers
         REQUEST frames (see :mod:`rayjet.dataplane.requests`); without it they are
-        unexpected frames. ``error_to_wire(exc)`` makes its exceptions error documents."""
+        unexpected frames. ``error_to_wire(exc)`` makes its exceptions error documents;
+        ``codec`` carries the values msgpack has no type for."""
         self = cls(deliver, secret=secret, process_id=process_id or default_process_id(),
                    max_frame=max_frame, handshake_timeout=handshake_timeout,
                    max_handshakes=max_handshakes, serve_request=serve_request,
-                   error_to_wire=error_to_wire)
+                   error_to_wire=error_to_wire, codec=codec)
         tls = {} if ssl_context is None else {"ssl": ssl_context,
                                               "ssl_handshake_timeout": handshake_timeout}
         self._server = await asyncio.start_server(self._accept, host, port, limit=READ_LIMIT,
@@ -199,7 +203,7 @@ class DataPlaneServer:
         log.info("data plane: %s connected", client)
         requests = (None if self.serve_request is None else ConnectionRequests(
             self.serve_request, writer, error_to_wire=self.error_to_wire,
-            max_in_flight=self.max_in_flight, stats=self.stats))
+            max_in_flight=self.max_in_flight, stats=self.stats, codec=self.codec))
         try:
             await self._serve_frames(reader, writer, client, requests)
         finally:

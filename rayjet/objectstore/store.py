@@ -53,7 +53,9 @@ from rayjet.objectstore.bucket import stream_name
 
 DIGEST_PREFIX = "SHA-256="
 GROUP_BYTES = 2 << 20  # chunks published per call: about this many bytes
-READ_PAGE_BYTES = 4 << 20  # chunks read per call: about this many bytes
+# chunks read per call: about this many bytes (a page is held about three times over
+# while it crosses: the socket's buffer, the frame, the decoded chunks)
+READ_PAGE_BYTES = 2 << 20
 _NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 

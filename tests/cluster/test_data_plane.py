@@ -165,7 +165,8 @@ def test_connections_cut_mid_append_lose_and_double_nothing(js, stream_name,
                 data = b"m%d" % i
                 ack = js.publish(f"{stream_name}.a", data, timeout=30,
                                  headers={"Nats-Msg-Id": f"id{i}"})
-                assert not ack.duplicate
+                # a retry after a cut client connection may be answered as the duplicate
+                # of its first copy: at that copy's seq, so counted once below
                 acked[ack.seq] = data
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)

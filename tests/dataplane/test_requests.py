@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rayjet.dataplane import (
     AuthError,
+    ConnectFailed,
     DataPlaneClient,
     DataPlaneServer,
     FrameError,
@@ -162,8 +163,9 @@ def test_requests_need_the_secret_and_a_server_without_a_handler_refuses_them():
         server = await _serve(_echo)
         stranger = DataPlaneClient(server.address, secret=b"another cluster's secret",
                                    process_id="stranger")
-        with pytest.raises(AuthError):
+        with pytest.raises(ConnectFailed) as refused:  # nothing was sent
             await stranger.request("t", "m")
+        assert isinstance(refused.value.__cause__, AuthError)
         await wait_until(lambda: server.stats["auth_failures"] == 1, what="the refusal")
         raft_only = await DataPlaneServer.start(Inbox(), secret=SECRET)
         reader, writer = await _authenticated(raft_only)

@@ -1,0 +1,159 @@
+"""Clients reach leaders over the data plane (rayjet.actors.direct): publishes, fetches,
+acks and infos are data-plane requests; the actor call remains the fallback; a cut
+connection and a killed leader lose nothing, double nothing and keep each publisher's
+order."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from rayjet import StorageType
+from rayjet.actors import data_plane, direct
+from rayjet.actors.router import stream_router
+from tests.replicas import kill, stream_replicas
+
+
+def _direct_count() -> int:
+    return direct.stats()["direct"]
+
+
+def _until_direct(js, subject, timeout=30.0):
+    """Publish until one publish travels on the data plane (a new replica publishes its
+    address a moment after it starts; until then requests take the actor call)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = _direct_count()
+        js.publish(subject, b"warm")
+        if _direct_count() > before:
+            return
+        assert time.monotonic() < deadline, f"nothing went direct: {direct.stats()}"
+        time.sleep(0.05)
+
+
+def _leader(js, name):
+    """The leader's replica id and actor name."""
+    assignment = js._meta_call("stream_assignment", name)
+    router = stream_router(assignment)
+    router.call("info")  # finds the leader
+    return router.leader, router.names[router.leader]
+
+
+def test_publish_fetch_ack_and_info_travel_as_data_plane_requests(js, stream_name):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=1)
+    try:
+        _until_direct(js, f"{name}.warm")
+        base = js.stream_info(name).state.messages
+        before = _direct_count()
+        for i in range(20):
+            js.publish(f"{name}.a", b"m%d" % i)
+        js.publish_batch([(f"{name}.b", b"x%d" % i) for i in range(500)])
+        assert js.stream_info(name).state.messages == base + 520
+        assert js.get_msg(name, base + 3).data == b"m2"
+        sub = js.pull_subscribe(f"{name}.a", durable="D", stream=name)
+        got = sub.fetch(20, timeout=10)
+        assert [m.data for m in got] == [b"m%d" % i for i in range(20)]
+        for m in got:
+            m.ack()
+        used = _direct_count() - before
+        # a request per publish, the batch, info and get, and the fetch
+        assert used >= 24, direct.stats()
+    finally:
+        js.delete_stream(name)
+
+
+def test_the_actor_call_answers_when_no_connection_can_be_made(js, stream_name, monkeypatch):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=1)
+    try:
+        js.publish(f"{name}.a", b"first")
+        _, replica = _leader(js, name)
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            dead = s.getsockname()
+        monkeypatch.setattr(data_plane, "address_of", lambda _name: dead)
+        direct._shared.forget(replica)
+        not_direct = direct.stats()["not_direct"]
+        direct_before = _direct_count()
+        for i in range(5):
+            assert js.publish(f"{name}.a", b"by actor call %d" % i).seq == i + 2
+        assert js.stream_info(name).state.messages == 6
+        assert direct.stats()["not_direct"] >= not_direct + 6
+        assert _direct_count() == direct_before
+        monkeypatch.undo()  # the real address again: requests go direct once it is read
+        deadline = time.monotonic() + 30
+        while _direct_count() == direct_before:
+            assert time.monotonic() < deadline, "never back on the data plane"
+            js.publish(f"{name}.a", b"again")
+            time.sleep(0.1)
+    finally:
+        js.delete_stream(name)
+
+
+def test_a_cut_connection_recovers_and_retried_publishes_are_stored_once(js, stream_name):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE)
+    try:
+        js.publish(f"{name}.a", b"warm")
+        acks, errors = [], []
+        stop = threading.Event()
+
+        def publisher():
+            i = 0
+            while not stop.is_set() or i < 300:
+                try:
+                    ack = js.publish(f"{name}.a", b"%d" % i,
+                                     headers={"Nats-Msg-Id": f"cut-{i}"}, timeout=20)
+                    acks.append((i, ack.seq))
+                except Exception as err:  # noqa: BLE001 - counted: the test fails on any
+                    errors.append(err)
+                i += 1
+
+        t = threading.Thread(target=publisher)
+        t.start()
+        cuts = 0
+        deadline = time.monotonic() + 30
+        while cuts < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            cuts += direct.drop_connections() > 0
+        stop.set()
+        t.join(60)
+        assert not t.is_alive()
+        assert cuts >= 5
+        assert errors == []
+        seqs = [seq for _, seq in acks]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # order kept, no double
+        assert js.stream_info(name).state.messages == len(acks) + 1  # each stored once
+        assert direct.stats()["lost"] >= 1
+    finally:
+        js.delete_stream(name)
+
+
+@pytest.mark.timeout(300)
+def test_killing_the_leader_with_4000_publishes_in_flight_loses_and_doubles_nothing(
+        js, stream_name):
+    name = stream_name
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE)
+    try:
+        js.publish(f"{name}.a", b"warm")
+        futures = []
+        for i in range(4000):
+            futures.append(js.publish_async(f"{name}.a", b"%d" % i,
+                                            headers={"Nats-Msg-Id": f"k-{i}"}))
+            if i == 1000:
+                rid, _ = _leader(js, name)
+                kill(stream_replicas(js, name)[rid])
+        acks = [f.result(timeout=120) for f in futures]
+        seqs = [a.seq for a in acks]
+        assert seqs == sorted(seqs), "a publisher's messages were stored out of order"
+        assert len(set(seqs)) == 4000, "two publishes acked at one sequence"
+        info = js.stream_info(name)
+        assert info.state.messages == 4001  # none lost, none stored twice
+        stored = js.get_msg(name, seqs[-1])
+        assert stored.data == b"3999"
+    finally:
+        js.delete_stream(name)
