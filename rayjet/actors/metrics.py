@@ -7,7 +7,10 @@ The replica actors update them from state they already hold, never per message:
   intervals), so the series of a replica that lost its leadership fade out and the current
   leader's remain;
 - counters per tick or per raft entry, with the batch's count;
-- the commit latency once per raft entry (one entry carries a whole client batch).
+- the commit latency of raft entries (one entry carries a whole client batch), kept in the
+  replica and observed with the counters' flush, at most ``LATENCY_SAMPLES`` entries per
+  flush (a uniform sample beyond that): a Ray metric update costs tens of microseconds,
+  more than a small publish's own work on the leader, so none is made per entry.
 
 Ray prefixes every application metric with ``ray_``: ``rayjet_stream_messages`` is scraped
 as ``ray_rayjet_stream_messages``. ``RAYJET_METRICS=0`` in the actors' environment turns
@@ -17,6 +20,7 @@ the export off.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -68,6 +72,7 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], list[float]]] = {
         LATENCY_BOUNDARIES),
 }
 EVERY = 1.0  # seconds between gauge updates
+LATENCY_SAMPLES = 64  # commit latencies observed per group per flush, at most
 
 
 class Sink(Protocol):
@@ -203,12 +208,20 @@ class RaftMetrics:
         self.out = out or sink()
         self.tags = {"kind": kind, "group": group}
         self.proposals = 0  # not yet counted out
+        self.latencies: list[float] = []  # a uniform sample of those since the last flush
+        self._seen = 0  # commit latencies since the last flush
 
     def proposed(self) -> None:
         self.proposals += 1
 
     def committed(self, seconds: float) -> None:
-        self.out.observe("rayjet_raft_commit_latency_seconds", seconds, self.tags)
+        self._seen += 1
+        if len(self.latencies) < LATENCY_SAMPLES:
+            self.latencies.append(seconds)
+        else:  # reservoir sampling: each latency kept with the same chance
+            slot = random.randrange(self._seen)
+            if slot < LATENCY_SAMPLES:
+                self.latencies[slot] = seconds
 
     def health(self, replica: str, value: int) -> None:
         """Every member says how it is (set by each replica, leader or not)."""
@@ -218,7 +231,11 @@ class RaftMetrics:
         if self.proposals:
             n, self.proposals = self.proposals, 0
             self.out.count("rayjet_raft_proposals_total", n, self.tags)
+        if self.latencies:
+            latencies, self.latencies, self._seen = self.latencies, [], 0
+            for seconds in latencies:
+                self.out.observe("rayjet_raft_commit_latency_seconds", seconds, self.tags)
 
 
-__all__ = ["COUNTERS", "EVERY", "GAUGES", "HISTOGRAMS", "ConsumerMetrics", "NullSink",
+__all__ = ["COUNTERS", "EVERY", "GAUGES", "HISTOGRAMS", "LATENCY_SAMPLES", "ConsumerMetrics", "NullSink",
            "RaftMetrics", "RaySink", "Sink", "StreamMetrics", "enabled", "sink"]

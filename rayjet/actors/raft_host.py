@@ -165,6 +165,8 @@ class RaftHost:
         failed = False
         while True:
             if self.group.quiet:
+                if self.metrics is not None:
+                    self.metrics.flush()  # what the last entries brought, before the quiet
                 self._watch_leader()
                 self._woken.clear()
                 await self._woken.wait()

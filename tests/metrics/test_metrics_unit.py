@@ -6,6 +6,7 @@ from rayjet.actors.metrics import (
     COUNTERS,
     GAUGES,
     HISTOGRAMS,
+    LATENCY_SAMPLES,
     ConsumerMetrics,
     RaftMetrics,
     StreamMetrics,
@@ -106,11 +107,26 @@ def test_consumer_and_raft_metrics():
         r.proposed()
     r.committed(0.004)
     assert n(sink, "rayjet_raft_proposals_total", kind="stream", group="ORDERS") == 0
+    assert sink.observed == []  # nothing per entry: observed with the flush
     r.flush()
     r.flush()  # nothing new: nothing counted
     assert n(sink, "rayjet_raft_proposals_total", kind="stream", group="ORDERS") == 3
     assert sink.observed == [(("rayjet_raft_commit_latency_seconds", ("group", "ORDERS"),
                                ("kind", "stream")), 0.004)]
+
+
+def test_commit_latencies_are_a_bounded_uniform_sample_per_flush():
+    sink = FakeSink()
+    r = RaftMetrics("stream", "S", sink)
+    for i in range(10_000):
+        r.committed(i / 10_000)
+    r.flush()
+    seen = [v for _, v in sink.observed]
+    assert len(seen) == LATENCY_SAMPLES
+    assert 0.25 < sum(seen) / len(seen) < 0.75  # from the whole run, not its start
+    r.committed(0.5)
+    r.flush()
+    assert len(sink.observed) == LATENCY_SAMPLES + 1
 
 
 def test_every_metric_is_named_for_prometheus():
