@@ -21,7 +21,8 @@ lint: $(STAMP)
 
 # the suite (streams and buckets in shared replica hosts, the default), then the
 # replica-lifecycle tests again with dedicated replica actors (kills, restarts, scaling,
-# snapshots, consumers in their stream's leader, mirrors; buckets), then the multi-node
+# snapshots, consumers in their stream's leader, mirrors; buckets) and every client call
+# by Ray actor call (the fallback of the data plane's requests), then the multi-node
 # suite, then nats.py's own JetStream tests through the NATS gateway. Tests that choose
 # their hosting themselves (self-start, consumers beside a dedicated stream) run once.
 DEDICATED_RERUN := $(addprefix tests/cluster/,test_faults.py test_scaling.py \
@@ -33,8 +34,8 @@ PARALLEL := -n 2 --dist loadfile
 
 test: lint
 	$(BIN)/python -m pytest $(PARALLEL) --durations=15
-	RAYJET_TEST_HOSTING=dedicated $(BIN)/python -m pytest $(PARALLEL) $(DEDICATED_RERUN) \
-		tests/kv tests/objectstore
+	RAYJET_TEST_HOSTING=dedicated RAYJET_DIRECT_CALLS=0 $(BIN)/python -m pytest $(PARALLEL) \
+		$(DEDICATED_RERUN) tests/kv tests/objectstore
 	$(BIN)/python -m pytest tests/multinode
 	$(BIN)/python tests/natspy/run.py
 

@@ -134,10 +134,12 @@ def test_a_cut_connection_recovers_and_retried_publishes_are_stored_once(js, str
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("hosting", ["shared", "dedicated"])
 def test_killing_the_leader_with_4000_publishes_in_flight_loses_and_doubles_nothing(
-        js, stream_name):
+        js, stream_name, hosting):
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE)
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE,
+                  hosting=hosting)
     try:
         js.publish(f"{name}.a", b"warm")
         futures = []
