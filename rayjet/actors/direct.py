@@ -5,8 +5,10 @@ connection (:mod:`rayjet.dataplane.requests`) instead of a Ray actor call.
 Where a replica is served comes from the same control-store record the raft senders read
 (:func:`rayjet.actors.data_plane.address_of`), cached here. Connections are per event
 loop: a coroutine caller (an actor, the gateway) uses its own loop's; blocking callers
-(the Python API, Ray tasks) share one background loop thread, so a process holds one
-connection per replica process whatever its threads. Anything that keeps a request from
+(the Python API, Ray tasks) with TLS share one background loop thread, holding one
+connection per replica process whatever its threads; over plain TCP (no TLS) a blocking
+caller uses a connection of its own thread instead, which saves the two thread hand-offs
+(:mod:`rayjet.dataplane.blocking`). Anything that keeps a request from
 being sent or served (no address, a refused connection, a process that does not run that
 replica, a method not served this way, arguments msgpack cannot carry) raises
 :class:`NotDirect`: nothing ran, and the caller makes the actor call instead. A
@@ -24,11 +26,14 @@ import contextlib
 import os
 import threading
 import time
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from rayjet.actors import data_plane
 from rayjet.actors.wire_values import CODEC
 from rayjet.dataplane import ConnectFailed, DataPlaneClient, DataPlaneError, tls_from_env
+from rayjet.dataplane.blocking import BlockingClient
 from rayjet.errors import APIError
 from rayjet.errors import TimeoutError as RequestTimeoutError
 from rayjet.errors.documents import from_document
@@ -123,6 +128,28 @@ class _Shared:
 _shared = _Shared()
 
 
+@contextlib.contextmanager
+def _failures_mapped(name: str, addr: Address, timeout: float) -> Iterator[None]:
+    """A request's failures as the router knows them (see the module's doc)."""
+    try:
+        yield
+    except _NotServed:
+        _shared.forget(name)  # moved, resting or stopped: read its address again later
+        raise NotDirect(name) from None
+    except ConnectFailed:
+        _shared.forget(name, addr)
+        raise NotDirect(name) from None
+    except APIError:
+        raise
+    except builtins.TimeoutError:
+        raise RequestTimeoutError(f"no answer within {timeout:.1f}s") from None
+    except DataPlaneError:  # arguments the wire cannot carry: nothing was sent
+        raise NotDirect(name) from None
+    except ConnectionError as exc:
+        _shared.stats["lost"] += 1
+        raise RequestLost(f"connection to {name}'s process lost: {exc}") from None
+
+
 class LoopRequests:
     """The data-plane connections of one event loop, one per replica process."""
 
@@ -143,23 +170,8 @@ class LoopRequests:
     async def request(self, addr: Address, settings: tuple[bytes, Any], name: str,
                       method: str, args: tuple, kwargs: dict[str, Any], timeout: float) -> Any:
         client = self._client(addr, settings)
-        try:
+        with _failures_mapped(name, addr, timeout):
             answer = await client.request(name, method, args, kwargs, timeout=timeout)
-        except _NotServed:
-            _shared.forget(name)  # moved, resting or stopped: read its address again later
-            raise NotDirect(name) from None
-        except ConnectFailed:
-            _shared.forget(name, addr)
-            raise NotDirect(name) from None
-        except APIError:
-            raise
-        except builtins.TimeoutError:
-            raise RequestTimeoutError(f"no answer within {timeout:.1f}s") from None
-        except DataPlaneError:  # arguments the wire cannot carry: nothing was sent
-            raise NotDirect(name) from None
-        except ConnectionError as exc:
-            _shared.stats["lost"] += 1
-            raise RequestLost(f"connection to {name}'s process lost: {exc}") from None
         _shared.stats["direct"] += 1
         return answer
 
@@ -196,13 +208,47 @@ def _for_loop(loop: asyncio.AbstractEventLoop) -> LoopRequests:
     return found
 
 
+_threads = threading.local()  # each blocking caller's connections: address -> client
+_blocking_clients: weakref.WeakSet = weakref.WeakSet()  # every thread's, to cut them
+
+
+def _blocking(addr: Address, settings: tuple[bytes, Any]) -> BlockingClient:
+    clients = getattr(_threads, "clients", None)
+    if clients is None:
+        clients = _threads.clients = {}
+    client = clients.get(addr)
+    if client is None:
+        client = clients[addr] = BlockingClient(
+            addr, secret=settings[0], process_id=f"client-{os.getpid()}",
+            error_from_wire=_error_from_wire, codec=CODEC)
+        _blocking_clients.add(client)
+    return client
+
+
+def _blocking_request(addr: Address, settings: tuple[bytes, Any], name: str, method: str,
+                      args: tuple, kwargs: dict[str, Any], timeout: float) -> Any:
+    """:meth:`LoopRequests.request` on this thread's own plain-TCP connection."""
+    with _failures_mapped(name, addr, timeout):
+        answer = _blocking(addr, settings).request(name, method, args, kwargs,
+                                                   timeout=timeout)
+    _shared.stats["direct"] += 1
+    return answer
+
+
 def call(name: str, method: str, args: tuple, kwargs: dict[str, Any], timeout: float) -> Any:
-    """Blocking: ``method(*args, **kwargs)`` on replica ``name`` over the data plane."""
+    """Blocking: ``method(*args, **kwargs)`` on replica ``name`` over the data plane (this
+    thread's own connection; the background loop's when the data plane is TLS)."""
     settings = _shared.settings()
     addr = None if settings is None else _shared.address(name)
     if addr is None:
         _shared.stats["not_direct"] += 1
         raise NotDirect(name)
+    if settings[1] is None:
+        try:
+            return _blocking_request(addr, settings, name, method, args, kwargs, timeout)
+        except NotDirect:
+            _shared.stats["not_direct"] += 1
+            raise
     loop, requests = _background_loop()
     fut = asyncio.run_coroutine_threadsafe(
         requests.request(addr, settings, name, method, args, kwargs, timeout), loop)
@@ -243,7 +289,7 @@ def stats() -> dict[str, Any]:
 def drop_connections() -> int:
     """Close this process's client connections (what a network cut does; tests use it):
     requests in flight on them fail with RequestLost; later ones connect again."""
-    n = 0
+    n = sum(client.drop() for client in list(_blocking_clients))
     pools = list(_by_loop.items())
     if _background is not None:
         pools.append(_background)
