@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import select
 import socket
 import time
 from collections.abc import Callable
@@ -130,12 +129,13 @@ class BlockingClient:
         """Has the server closed (or reset) this idle connection? Nothing of ours is in
         flight, so anything readable now is an end of stream, an error frame or a ping."""
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
-                return False
-            sock.settimeout(0.001)
+            # a read that does not wait (select() cannot watch descriptors past 1023, and a
+            # process running Ray holds many); the request sets its own timeout after
+            sock.settimeout(0.0)
             data = sock.recv(READ_CHUNK)
-        except (OSError, ValueError):
+        except BlockingIOError:
+            return False  # nothing came: still open
+        except OSError:
             return True
         if not data:
             return True
