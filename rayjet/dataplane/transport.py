@@ -98,7 +98,7 @@ class DataPlaneServer:
         self.max_handshakes = max_handshakes
         self._server: asyncio.Server | None = None
         self._address: Address = ("", 0)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._handshaking = 0
         self.stats = {"accepted": 0, "connections": 0, "auth_failures": 0, "refused": 0,
                       "frames": 0, "messages": 0, "bad_frames": 0, "deliver_errors": 0}
@@ -160,9 +160,23 @@ class DataPlaneServer:
             task.cancel()
         return len(tasks)
 
+    async def close_connections(self, timeout: float = 5.0) -> int:
+        """:meth:`drop_connections`, returning once their sockets are closed (a peer
+        sending after this finds the connection closed, not one about to close)."""
+        served = dict(self._tasks)
+        self.drop_connections()
+        await asyncio.gather(*served, return_exceptions=True)
+        for writer in served.values():
+            try:
+                await asyncio.wait_for(writer.wait_closed(), timeout)
+            except (TimeoutError, OSError):
+                pass  # its peer stopped reading: the transport is aborted below
+            writer.transport.abort()
+        return len(served)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._tasks.add(task)
+        self._tasks[task] = writer
         self.stats["accepted"] += 1
         peer = writer.get_extra_info("peername")
         try:
@@ -181,7 +195,7 @@ class DataPlaneServer:
         except Exception:  # a bug here must cost one connection, not the process
             log.exception("data plane: connection from %s failed", peer)
         finally:
-            self._tasks.discard(task)
+            self._tasks.pop(task, None)
             writer.close()  # flushes a last ERROR frame, if any, then closes
 
     async def _authenticate(self, reader, writer, peer) -> str | None:

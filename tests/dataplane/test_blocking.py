@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -83,12 +82,10 @@ def _answer_in_turn(served):
 def test_a_connection_the_server_closed_is_made_again_before_sending(served):
     c = _client(served)
     c.request("t", "m")
-    assert served.call(served.server.drop_connections) == 1
-    deadline = time.monotonic() + 5
-    while served.server.stats["connections"] == 1 and time.monotonic() < deadline:
-        assert c.request("t", "after") == ["t", "after", [], {}]  # never a lost request
-        if c.stats["connects"] == 2:
-            break
+    # closed, not about to close: a request sent into a closing connection is an unknown
+    # outcome (next test); one the server closed while it sat idle is never sent there
+    assert served.run(served.server.close_connections()) == 1
+    assert c.request("t", "after") == ["t", "after", [], {}]
     assert c.stats["connects"] == 2 and c.stats["lost"] == 0
 
 
