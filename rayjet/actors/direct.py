@@ -279,6 +279,14 @@ async def acall(name: str, method: str, args: tuple, kwargs: dict[str, Any],
         raise
 
 
+async def close_loop_requests() -> None:
+    """Close the running loop's connections (an owner of a loop, such as the gateway, calls
+    this before it ends the loop; later requests from it connect again)."""
+    requests = _by_loop.pop(asyncio.get_running_loop(), None)
+    if requests is not None:
+        await requests.close()
+
+
 def stats() -> dict[str, Any]:
     out: dict[str, Any] = dict(_shared.stats)
     if _shared.unusable:

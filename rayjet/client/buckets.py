@@ -9,7 +9,7 @@ from typing import Any
 from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.object_refs import object_ref
-from rayjet.client.publish import MAX_CALL_MSGS, _message
+from rayjet.client.publish import MAX_CALL_MSGS, message_item
 from rayjet.errors import APIError, BadRequestError
 from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
 from rayjet.kv import bucket_stream_config as kv_stream_config
@@ -44,7 +44,7 @@ class KeyValueAPI:
         """Publish ``(subject, data, headers)`` items to a stream known by name: as
         ``publish_batch`` (one answer per message) without looking up which stream captures
         each new subject (a bucket writes a new subject per key or object)."""
-        items = [_message(*m) for m in msgs]
+        items = [message_item(*m) for m in msgs]
         timeout = timeout or self.timeout
         answers: list[PubAck | APIError] = []
         for i in range(0, len(items), MAX_CALL_MSGS):

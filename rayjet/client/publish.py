@@ -43,8 +43,9 @@ def _payload(data: Any) -> bytes:
     raise BadRequestError(f"payload must be bytes (or str), not {type(data).__name__}")
 
 
-def _message(subject: Any, data: Any, headers: Any, literal_wildcards: bool = False
-             ) -> tuple[str, bytes, dict | None]:
+def message_item(subject: Any, data: Any, headers: Any, literal_wildcards: bool = False
+                 ) -> tuple[str, bytes, dict | None]:
+    """One message checked as every publish checks it: (subject, payload bytes, headers)."""
     (validate_stored_subject if literal_wildcards else validate_subject)(subject)
     return subject, _payload(data), (H.validate_headers(headers) or None)
 
@@ -139,7 +140,7 @@ class PublishAPI:
     def publish(self, subject: str, payload: bytes = b"", timeout: float | None = None,
                 stream: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
         """Store one message; returns its PubAck once a majority of replicas has it."""
-        subject, data, hdrs = _message(subject, payload, headers)
+        subject, data, hdrs = message_item(subject, payload, headers)
         if stream is not None:
             hdrs = {**(hdrs or {}), H.EXPECTED_STREAM: stream}
         name = self._stream_for(subject)
@@ -165,7 +166,7 @@ class PublishAPI:
                 msgs = CP.table_messages(msgs)
             else:
                 return self._publish_table(msgs, timeout or self.timeout, literal_wildcards)
-        items = [_message(*(m if len(m) == 3 else (*m, None)), literal_wildcards)
+        items = [message_item(*(m if len(m) == 3 else (*m, None)), literal_wildcards)
                  for m in msgs]
         if not items:
             return []
@@ -248,7 +249,7 @@ class PublishAPI:
                       headers: dict[str, str] | None = None, stream: str | None = None
                       ) -> concurrent.futures.Future:
         """Queue a message; the future resolves to its PubAck (or the error)."""
-        subject, data, hdrs = _message(subject, payload, headers)
+        subject, data, hdrs = message_item(subject, payload, headers)
         if stream is not None:
             hdrs = {**(hdrs or {}), H.EXPECTED_STREAM: stream}
         with self._async_lock:

@@ -15,6 +15,7 @@ from rayjet.actors.router import GroupRouter, stream_router
 from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
 from rayjet.api.account import AccountLimits
 from rayjet.api.stream import SHARED_HOSTING
+from rayjet.client.stream_link import StreamLink
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -96,6 +97,13 @@ class StreamsAPI:
             # the replica set may have changed (scaled, moved, re-created): look again
             self._routers.pop(name, None)
             raise
+
+    def stream_link(self, name: str) -> StreamLink:
+        """Raw access to one stream's leader for a protocol server that routes subjects
+        itself (see :class:`~rayjet.client.stream_link.StreamLink`). Blocking: it may ask
+        the catalogue where the stream's replicas are."""
+        self._check_open()
+        return StreamLink(name, self._stream(name, refresh=True)[1], self.timeout)
 
     # -- management -------------------------------------------------------------------------
     def add_stream(self, config: StreamConfig | dict | None = None, **params: Any) -> StreamInfo:

@@ -331,11 +331,14 @@ class DataPlaneClient:
         except (OSError, DataPlaneError) as exc:
             reason = ConnectionError(f"connection lost: {exc}")
         finally:
-            writer.transport.abort()
             if self._writer is writer:
                 self._writer = None
                 self.stats["lost"] += 1
-            self._lose(reason)
+            # RuntimeError: the loop was closed under this connection (its owner ended
+            # without closing it); nothing is left to tell then
+            with contextlib.suppress(RuntimeError):
+                writer.transport.abort()
+                self._lose(reason)
 
     def _lose(self, reason: BaseException) -> None:
         pending, self._pending = self._pending, {}

@@ -19,13 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-import pyarrow as pa
-
+from rayjet.actors import direct
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.api import StreamConfig
 from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
-from rayjet.client.column_publish import PubAcks
 from rayjet.engine.delivery_batch import seq_ranges
 from rayjet.errors import (
     APIError,
@@ -36,15 +34,13 @@ from rayjet.errors import (
 )
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
+from rayjet.gateway.publishing import Publisher
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import NO_RESPONDERS
-from rayjet.storage import arrow_arrays as arrays
 from rayjet.subjects import matches_any, subject_matches
 
 log = logging.getLogger(__name__)
 
-PUBLISH_BATCH = 2000  # messages per publish_batch call at most
-TABLE_FROM = 32  # publishes that leave as an Arrow table (fewer: the list form costs less)
 CATALOGUE_RECHECK = 0.25  # s: a publish nothing captured rechecks a catalogue this old
 CATALOGUE_EVERY = 1.0  # seconds between attempts to follow the catalogue without a leader
 CATALOGUE_WATCH = 20.0  # seconds one long poll on the stream catalogue lasts at most
@@ -87,11 +83,7 @@ class JetStreamBridge:
         self._captures: dict[str, str | None] = {}
         self._direct: set[str] = set()  # streams that answer direct gets
         self._republishing: dict[str, tuple[Any, asyncio.Task]] = {}
-        self._pub_queue: list[tuple[str, str | None, bytes | None, bytes]] = []
-        self._pub_wake = asyncio.Event()
-        self._queued = 0  # publishes queued so far
-        self._stored = 0  # publishes answered so far
-        self._stored_changed = asyncio.Event()
+        self.publisher = Publisher(self)
         self._acks: dict[tuple[str, str], list] = defaultdict(list)
         self.domain: str | None = None
         self.api_total = self.api_errors = 0  # $JS.API requests answered (account info)
@@ -108,8 +100,7 @@ class JetStreamBridge:
     async def start(self, gateway: Any) -> None:
         self.gateway = gateway
         self.loop = asyncio.get_running_loop()
-        self._pub_wake = asyncio.Event()
-        self._stored_changed = asyncio.Event()
+        self.publisher.start()
         self._stopping = False
         gateway.subscribe_internal(jsapi.API_PREFIX + ">", _Internal(self._on_api))
         self.domain = gateway.options.domain
@@ -121,7 +112,7 @@ class JetStreamBridge:
         gateway.subscribe_internal("$JS.ACK.>", _Internal(self._on_ack))
         gateway.subscribe_internal(FC_PREFIX + ">", _Internal(self._on_flow_answer))
         await self.refresh_catalogue()
-        self._spawn(self._publisher())
+        self._spawn(self.publisher.run())
         self._spawn(self._catalogue_loop())
         await self._resume_pumps()
 
@@ -135,6 +126,8 @@ class JetStreamBridge:
         # a push pump waits on its events through wait_for, which can swallow one cancel
         await asyncio.gather(*(cancel_and_wait(t) for t in list(self._tasks)))
         self._pumps.clear()
+        self.publisher.forget_streams()
+        await direct.close_loop_requests()  # this loop's connections to the leaders
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -190,6 +183,8 @@ class JetStreamBridge:
             await self._take_catalogue(applied, configs or [])
 
     async def _take_catalogue(self, applied: int, configs: list[StreamConfig]) -> None:
+        if applied != self._applied:  # a stream may have been re-created or moved
+            self.publisher.forget_streams()
         self._applied = applied
         streams = [_captured(c) for c in configs]
         self._direct = {c.name for c in configs if c.allow_direct or c.mirror_direct}
@@ -203,6 +198,7 @@ class JetStreamBridge:
         entry of the catalogue, without listing every stream again (a client making
         hundreds of streams would pay for all of them each time)."""
         streams = [entry for entry in self._streams if entry[0] != name]
+        self.publisher.forget_streams(name)
         self._direct.discard(name)
         republishing = set(self._republishing) - {name}
         if config is not None:
@@ -280,70 +276,11 @@ class JetStreamBridge:
     def capture(self, subject: str, reply: str | None, hdr: bytes | None,
                 payload: bytes) -> bool:
         """Queue a message for the stream that captures ``subject``; False when none does."""
-        if subject.startswith("$JS.") or self.stream_for(subject) is None:
-            return False
-        self._pub_queue.append((subject, reply, hdr, payload))
-        self._queued += 1
-        self._pub_wake.set()
-        return True
+        return self.publisher.capture(subject, reply, hdr, payload)
 
     async def stored_so_far(self) -> None:
-        """Wait until every publish queued before now has its answer (a request that
-        follows publishes on one connection sees them, as with nats-server)."""
-        mark = self._queued
-        while self._stored < mark:
-            self._stored_changed.clear()
-            await self._stored_changed.wait()
-
-    async def _publisher(self) -> None:
-        while True:
-            await self._pub_wake.wait()
-            self._pub_wake.clear()
-            while self._pub_queue:
-                batch = self._pub_queue[:PUBLISH_BATCH]
-                del self._pub_queue[:PUBLISH_BATCH]
-                started = time.perf_counter()
-                answers = await self._store(batch)
-                log.debug("stored %d publishes in %.1f ms", len(batch),
-                          (time.perf_counter() - started) * 1e3)
-                for (_, reply, _, _), answer in zip(batch, answers):
-                    if reply:
-                        self.gateway.route(reply, None, None, answer)
-                self._stored += len(batch)
-                self._stored_changed.set()
-
-    def _publish_batch(self, msgs: Any) -> Any:
-        # a client's publish to 'a.*' is stored with '*' as a literal token, as nats-server
-        # does (the gateway refuses wildcard PUBs from pedantic clients before this)
-        return self.js.publish_batch(msgs, literal_wildcards=True)
-
-    async def _store(self, batch: list[tuple]) -> list[bytes]:
-        """Store a run of publishes; the PubAck (or error) document of each. Header blocks
-        are stored as the client sent them (a NATS client reads them back byte for byte)."""
-        headers = any(m[2] for m in batch)
-        if headers or len(batch) >= TABLE_FROM:
-            cols = {"subject": arrays.binaries([m[0] for m in batch], pa.string()),
-                    "data": arrays.binaries([m[3] for m in batch])}
-            if headers:
-                cols["headers"] = arrays.binaries([m[2] or None for m in batch])
-            msgs: Any = pa.table(cols)
-            one = msgs.slice
-        else:  # a few messages without header blocks: the list form costs less
-            msgs = [(m[0], m[3], None) for m in batch]
-
-            def one(i: int, n: int) -> list:
-                return msgs[i:i + n]
-        try:
-            return _ack_documents(await self.call(self._publish_batch, msgs))
-        except Exception:  # noqa: BLE001 - refused as a whole: answer each on its own
-            answers: list[bytes] = []
-            for i in range(len(batch)):
-                try:
-                    answers.extend(_ack_documents(
-                        await self.call(self._publish_batch, one(i, 1))))
-                except Exception as exc:  # noqa: BLE001
-                    answers.append(_pub_ack_json(exc))
-            return answers
+        """Wait until every publish queued before now has its answer."""
+        await self.publisher.stored_so_far()
 
     # -- $JS.API ---------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str | None, hdr: bytes | None,
@@ -482,8 +419,8 @@ class JetStreamBridge:
                     left = max(end - time.monotonic(), 0.001)
                 try:
                     link = await self.link_for(stream, consumer)
-                    got, status = await self.call(link.pull, batch, left, max_bytes,
-                                                  no_wait, hb, answers, ranges)
+                    got, status = await link.apull(batch, left, max_bytes, no_wait, hb,
+                                                   answers, ranges)
                     answers, ranges = None, ()  # applied with the first call
                 except ConsumerNotFoundError:
                     self.forget_link(stream, consumer)
@@ -653,7 +590,7 @@ class JetStreamBridge:
         others = [a for a, _ in items if a[0] != "ack"]
         try:
             link = await self.link_for(*key)
-            await self.call(link.answer, others, seq_ranges(plain), bool(replies))
+            await link.aanswer(others, seq_ranges(plain), bool(replies))
         except APIError as exc:
             self.forget_link(*key)
             log.debug("acks to %s lost with %s", key, exc)
@@ -681,30 +618,6 @@ def _captured(config: StreamConfig) -> tuple[str, tuple[str, ...]]:
     neither a mirror nor sourced)."""
     return config.name, tuple(config.subjects) or (
         (config.name,) if not (config.mirror or config.sources) else ())
-
-
-def _ack_documents(answers: Any) -> list[bytes]:
-    """The answer document of each publish; a table's answers (PubAcks) are written from
-    their columns, a PubAck made only for the rows that are not a plain stored ack."""
-    if not isinstance(answers, PubAcks):
-        return [_pub_ack_json(a) for a in answers]
-    names, which, seqs, other = answers.columns()
-    heads = [b'{"stream":%s,"seq":' % json.dumps(n).encode() for n in names] or [b""]
-    out = [b"%s%d}" % (heads[w], s) for w, s in zip(which, seqs)]
-    for row, a in other.items():
-        out[row] = _pub_ack_json(a)
-    return out
-
-
-def _pub_ack_json(answer: Any) -> bytes:
-    """A publish's answer document; the common plain ack without a dict or json.dumps
-    (a batch of publishes answers thousands at once)."""
-    if isinstance(answer, BaseException):
-        return _json(jsapi.error_response(answer))
-    if not (answer.duplicate or answer.domain or answer.val or answer.batch
-            or answer.count) and '"' not in answer.stream and "\\" not in answer.stream:
-        return b'{"stream":"%s","seq":%d}' % (answer.stream.encode(), answer.seq)
-    return _json(answer.to_dict())
 
 
 def _answer(payload: bytes, sseq: int) -> tuple[str, int, Any] | None:

@@ -142,15 +142,19 @@ def test_auth(gateway, options, good, bad):
 
 def test_publishes_that_arrive_together_leave_in_few_calls(gateway, js, stream_name,  # noqa: F811
                                                            drop_new_streams, monkeypatch):  # noqa: F811
+    from rayjet.client.stream_link import StreamLink
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     calls = []
-    real = js.publish_batch
 
-    def counting(msgs, **kw):
-        calls.append(len(msgs))
-        return real(msgs, **kw)
+    def counting(real, size):
+        async def counted(self, msgs, **kw):
+            calls.append(size(msgs))
+            return await real(self, msgs, **kw)
+        return counted
 
-    monkeypatch.setattr(js, "publish_batch", counting)
+    monkeypatch.setattr(StreamLink, "publish", counting(StreamLink.publish, len))
+    monkeypatch.setattr(StreamLink, "publish_table",
+                        counting(StreamLink.publish_table, lambda t: t.num_rows))
     gw = gateway()
 
     async def run():
@@ -177,20 +181,20 @@ def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_na
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(40)])
     with_pulls, on_their_own = [], []
-    real_pull, real_answer = ConsumerLink.pull, ConsumerLink.answer
+    real_pull, real_answer = ConsumerLink.apull, ConsumerLink.aanswer
 
-    def pull(self, batch, expires, max_bytes=0, no_wait=False, heartbeat=0.0, acks=None,
-             ranges=(), **kw):
+    async def pull(self, batch, expires, max_bytes=0, no_wait=False, heartbeat=0.0,
+                   acks=None, ranges=(), **kw):
         with_pulls.extend(expand_ranges(ranges))
-        return real_pull(self, batch, expires, max_bytes, no_wait, heartbeat, acks, ranges,
-                         **kw)
+        return await real_pull(self, batch, expires, max_bytes, no_wait, heartbeat, acks,
+                               ranges, **kw)
 
-    def answer(self, acks, ranges=(), sync=False):
+    async def answer(self, acks, ranges=(), sync=False):
         on_their_own.extend([a[1] for a in acks] + expand_ranges(ranges))
-        return real_answer(self, acks, ranges, sync)
+        return await real_answer(self, acks, ranges, sync)
 
-    monkeypatch.setattr(ConsumerLink, "pull", pull)
-    monkeypatch.setattr(ConsumerLink, "answer", answer)
+    monkeypatch.setattr(ConsumerLink, "apull", pull)
+    monkeypatch.setattr(ConsumerLink, "aanswer", answer)
     gw = gateway()
 
     async def run():

@@ -1,0 +1,66 @@
+"""One stream without the client's subject routing around it: what a protocol server that
+keeps its own stream catalogue (the NATS gateway) needs, as coroutines on its own event
+loop. Each call is one request to the stream's leader over the data plane (an actor call
+when none can be made), with no thread between the loop and the socket.
+
+A link is bound to the replica set the catalogue named when it was made: whoever holds
+one forgets it when the stream is deleted, re-created or moved, and on a failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from rayjet.actors.router import GroupRouter
+from rayjet.api import PubAck
+from rayjet.api import headers as H
+from rayjet.client import column_publish as CP
+from rayjet.client.publish import ATTEMPT_TIMEOUT, MAX_CALL_MSGS, message_item
+
+
+class StreamLink:
+    """Publishes to stream ``name`` through its leader (see the module's doc)."""
+
+    def __init__(self, name: str, router: GroupRouter, timeout: float) -> None:
+        self.name = name
+        self.router = router
+        self.timeout = timeout
+
+    async def publish(self, msgs: list[tuple], *, literal_wildcards: bool = False
+                      ) -> list[Any]:
+        """``(subject, data, headers)`` items, in order: a PubAck or the APIError that
+        refused it for each, as ``publish_batch``'s list form answers (every subject is
+        this stream's, or its answer is SubjectNotCapturedError). Raises the APIError that
+        refused the whole call (nothing stored, or an outcome that is unknown)."""
+        items = [message_item(*m, literal_wildcards) for m in msgs]
+        answers: list[Any] = []
+        for at in range(0, len(items), MAX_CALL_MSGS):
+            part = items[at:at + MAX_CALL_MSGS]
+            # a retry after an unknown outcome is safe only when every message has an id
+            safe = all(h and H.MSG_ID in h for _, _, h in part)
+            got = await self.router.acall(
+                "publish", part, self.timeout, timeout=self.timeout, retry_unknown=safe,
+                attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
+            stored = PubAck.stored
+            answers.extend(stored(self.name, a) if type(a) is int else a for a in got)
+        return answers
+
+    async def publish_table(self, table: pa.Table | pa.RecordBatch, *,
+                            literal_wildcards: bool = False) -> CP.PubAcks:
+        """``publish_batch``'s columnar form for this stream's subjects: the rows cross as
+        Arrow columns in calls of bounded size; a call refused as a whole answers its rows
+        with that error."""
+        if isinstance(table, pa.Table):
+            table = table.combine_chunks()
+        cols = CP.message_columns(table)
+        CP.check_client_side(cols, literal_wildcards)
+        acks = CP.PubAcks(cols.count)
+        safe = cols.msg_ids is not None and all(cols.msg_ids)
+        for a, b in CP.call_ranges(cols, 0, cols.count):
+            answer = await self.router.acall(
+                "publish_columns", table.slice(a, b - a), self.timeout, timeout=self.timeout,
+                retry_unknown=safe)
+            acks.take(self.name, a, answer)
+        return acks

@@ -1,0 +1,97 @@
+"""The gateway's publishes go from its event loop to each stream's leader (StreamLink):
+they follow streams re-created, re-subjected and re-led under them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import nats
+
+from rayjet.actors import direct
+from rayjet.api import StreamConfig
+from tests.cluster.conftest import drop_new_streams, js, stream_name  # noqa: F401
+from tests.gateway.test_gateway_server import gateway  # noqa: F401
+
+
+def test_publishes_reach_the_leader_from_the_gateways_loop(gateway, js, stream_name,  # noqa: F811
+                                                          drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    gw = gateway()
+    pool_calls = []
+    real_call = gw.gateway.bridge.call
+
+    async def counting(fn, *args, **kwargs):
+        pool_calls.append(getattr(fn, "__name__", fn))
+        return await real_call(fn, *args, **kwargs)
+
+    gw.gateway.bridge.call = counting
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        # a new replica publishes its address a moment after it starts (actor calls
+        # until then): publish until one goes over the data plane
+        warm = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            before = direct.stats()["direct"]
+            warm.append(await jsc.publish(f"{stream_name}.a", b"warm"))
+            if direct.stats()["direct"] > before:
+                break
+        before = direct.stats()["direct"]
+        acks = [await jsc.publish(f"{stream_name}.a", b"%d" % i) for i in range(30)]
+        after = direct.stats()["direct"]
+        await nc.close()
+        return [*warm, *acks], after - before
+
+    acks, direct_requests = asyncio.run(run())
+    assert [a.seq for a in acks] == list(range(1, len(acks) + 1))
+    assert pool_calls == ["stream_link"]  # looked up once; no publish took a pool thread
+    assert direct_requests >= 30, direct.stats()  # each publish a data-plane request
+    assert js.get_msg(stream_name, len(acks)).data == b"29"
+
+
+def test_a_stream_deleted_and_made_again_through_the_gateway_takes_the_next_publish(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        await jsc.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+        first = await jsc.publish(f"{stream_name}.a", b"old")
+        await jsc.delete_stream(stream_name)
+        await jsc.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], num_replicas=3)
+        again = await jsc.publish(f"{stream_name}.a", b"new", timeout=5)
+        await nc.close()
+        return first, again
+
+    first, again = asyncio.run(run())
+    assert first.seq == 1 and again.seq == 1
+    info = js.stream_info(stream_name)
+    assert info.config.num_replicas == 3 and info.state.messages == 1
+    assert js.get_msg(stream_name, 1).data == b"new"
+
+
+def test_a_subject_moved_to_another_stream_under_the_gateway_lands_there(
+        gateway, js, stream_name, drop_new_streams):  # noqa: F811
+    a, b = f"{stream_name}A", f"{stream_name}B"
+    js.add_stream(name=a, subjects=[f"{a}.>", f"{stream_name}.moving"])
+    js.add_stream(name=b, subjects=[f"{b}.>"])
+    gw = gateway()
+
+    async def publish(subject: str, data: bytes):
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        ack = await nc.jetstream().publish(subject, data, timeout=5)
+        await nc.close()
+        return ack
+
+    assert asyncio.run(publish(f"{stream_name}.moving", b"1")).stream == a
+    # the Python API moves the subject: the gateway may still hold the old catalogue
+    js.update_stream(StreamConfig(name=a, subjects=[f"{a}.>"]))
+    js.update_stream(StreamConfig(name=b, subjects=[f"{b}.>", f"{stream_name}.moving"]))
+    ack = asyncio.run(publish(f"{stream_name}.moving", b"2"))
+    assert (ack.stream, ack.seq) == (b, 1)
+    assert js.stream_info(a).state.messages == 1
+    assert js.get_msg(b, 1).data == b"2"
