@@ -194,8 +194,8 @@ class GroupRouter:
             time.sleep(RETRY_PAUSE)
 
     async def acall(self, method: str, *args: Any, timeout: float = 10.0,
-                    retry_unknown: bool = True, attempt_timeout: float | None = None,
-                    **kwargs: Any) -> Any:
+                    retry_unknown: bool = True, any_replica: bool = False,
+                    attempt_timeout: float | None = None, **kwargs: Any) -> Any:
         """:meth:`call` for async actors: awaits the answers, never blocks the event loop."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -208,7 +208,8 @@ class GroupRouter:
                 wait = remaining if attempt_timeout is None else min(remaining, attempt_timeout)
                 try:
                     result = await self._acall_once(rid, method, args, kwargs, wait)
-                    self.leader = rid
+                    if not any_replica:
+                        self.leader = rid
                     return result
                 except (TimeoutError, NotLeaderError, RayActorError, ActorUnschedulableError,
                         ValueError, RequestLost) as err:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from rayjet.actors.router import GroupRouter
-from rayjet.api import PubAck
+from rayjet.api import PubAck, RawStreamMsg
 from rayjet.api import headers as H
 from rayjet.client import column_publish as CP
 from rayjet.client.publish import ATTEMPT_TIMEOUT, MAX_CALL_MSGS, message_item
@@ -64,3 +64,12 @@ class StreamLink:
                 retry_unknown=safe)
             acks.take(self.name, a, answer)
         return acks
+
+    async def get_msg(self, seq: int | None = None, *, last_by_subject: str | None = None,
+                      next_by_subject: str | None = None, direct: bool = False
+                      ) -> RawStreamMsg:
+        """``get_msg`` of this stream (``direct``: any replica may answer). A mirror's
+        direct get, which the client answers from the mirrors, is not made here."""
+        raw = await self.router.acall("get_msg", seq, last_by_subject, next_by_subject,
+                                      direct, timeout=self.timeout, any_replica=direct)
+        return RawStreamMsg(**raw)

@@ -27,8 +27,10 @@ from rayjet.api.headers import encode_headers
 from rayjet.engine.delivery_batch import seq_ranges
 from rayjet.errors import (
     APIError,
+    BadRequestError,
     ConsumerNotFoundError,
     NotFoundError,
+    ServiceUnavailableError,
     StreamNotFoundError,
     TimeoutError,
 )
@@ -343,7 +345,7 @@ class JetStreamBridge:
                 body = {"last_by_subj": ".".join(tokens[3:])}
             else:
                 body = jsapi.parse_body(payload)
-            msg = await self.call(jsapi.get_message, self.js, stream, body, direct=True)
+            msg = await self._get(stream, body)
         except NotFoundError:  # nats-server answers a missing message with a 404 status
             self.gateway.route(reply, None, P.status_header(404, "Message Not Found"), b"")
             return
@@ -355,6 +357,20 @@ class JetStreamBridge:
                         "Nats-Sequence": str(msg.seq),
                         "Nats-Time-Stamp": to_rfc3339(msg.time) or ""})
         self.gateway.route(reply, None, encode_headers(headers), msg.data)
+
+    async def _get(self, stream: str, body: dict[str, Any]) -> Any:
+        """A direct get from this loop to a replica; what the link cannot answer (a mirror's
+        direct get, a stream gone or without a reachable replica) the client answers in
+        the pool."""
+        args = jsapi.get_request(body)
+        try:
+            link = await self.publisher.link(stream)
+            return await link.get_msg(direct=True, **args)
+        except BadRequestError as exc:
+            raise jsapi.no_message_for_bad_subject(exc, args) from None
+        except (ServiceUnavailableError, TimeoutError, StreamNotFoundError):
+            self.publisher.forget_streams(stream)
+        return await self.call(jsapi.get_message, self.js, stream, body, direct=True)
 
     # -- pull requests -------------------------------------------------------------------
     def link(self, stream: str, consumer: str) -> Any:

@@ -192,24 +192,38 @@ def stream_msg_get(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str
     return {"message": msg}
 
 
-def get_message(js: Any, stream: str, body: dict[str, Any], *, direct: bool) -> Any:
+def get_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A message get's body as ``get_msg``'s arguments (``seq``, ``last_by_subject``,
+    ``next_by_subject``); a bad one raises nats-server's error."""
     seq = body.get("seq")
     last = body.get("last_by_subj")
     nxt = body.get("next_by_subj")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise error_for("BAD_REQUEST", err=f"seq must be a sequence number, not {seq!r}")
-    try:
-        if nxt:
-            return js.get_msg(stream, seq or 1, next_by_subject=nxt, direct=direct)
-        if last:
-            return js.get_msg(stream, last_by_subject=last, direct=direct)
-    except BadRequestError as exc:  # a subject no message can have: nats-server's 10037
-        if exc.spec != "BAD_SUBJECT" and "subject" not in exc.description:
-            raise
-        raise error_for("NO_MESSAGE_FOUND") from None
+    if nxt:
+        return {"seq": seq or 1, "next_by_subject": nxt}
+    if last:
+        return {"last_by_subject": last}
     if not seq:
         raise error_for("BAD_REQUEST", err="give seq, last_by_subj or next_by_subj")
-    return js.get_msg(stream, seq, direct=direct)
+    return {"seq": seq}
+
+
+def no_message_for_bad_subject(exc: BadRequestError, args: dict[str, Any]) -> APIError:
+    """A get by a subject no message can have answers nats-server's 10037, not 400."""
+    if "seq" in args and len(args) == 1:
+        return exc
+    if exc.spec != "BAD_SUBJECT" and "subject" not in exc.description:
+        return exc
+    return error_for("NO_MESSAGE_FOUND")
+
+
+def get_message(js: Any, stream: str, body: dict[str, Any], *, direct: bool) -> Any:
+    args = get_request(body)
+    try:
+        return js.get_msg(stream, direct=direct, **args)
+    except BadRequestError as exc:
+        raise no_message_for_bad_subject(exc, args) from None
 
 
 def stream_msg_delete(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:

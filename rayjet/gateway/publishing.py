@@ -53,6 +53,15 @@ class Publisher:
         else:
             self._stream_links.pop(name, None)
 
+    async def link(self, stream: str) -> Any:
+        """The StreamLink to ``stream``: kept, else asked of the client in the pool (it may
+        ask the catalogue)."""
+        link = self._stream_links.get(stream)
+        if link is None:
+            link = await self.bridge.call(self.bridge.js.stream_link, stream)
+            self._stream_links[stream] = link
+        return link
+
     def capture(self, subject: str, reply: str | None, hdr: bytes | None,
                 payload: bytes) -> bool:
         """Queue a message for the stream that captures ``subject``; False when none does."""
@@ -117,10 +126,7 @@ class Publisher:
         if stream is None:
             return await self._store_in_pool(msgs, one, len(run))
         try:
-            link = self._stream_links.get(stream)
-            if link is None:  # blocking: it may ask the catalogue
-                link = await self.bridge.call(self.bridge.js.stream_link, stream)
-                self._stream_links[stream] = link
+            link = await self.link(stream)
             if isinstance(msgs, pa.Table):
                 got: Any = await link.publish_table(msgs, literal_wildcards=True)
             else:

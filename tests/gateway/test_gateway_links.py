@@ -7,6 +7,8 @@ import asyncio
 import time
 
 import nats
+import nats.js.errors
+import pytest
 
 from rayjet.actors import direct
 from rayjet.api import StreamConfig
@@ -95,3 +97,37 @@ def test_a_subject_moved_to_another_stream_under_the_gateway_lands_there(
     assert (ack.stream, ack.seq) == (b, 1)
     assert js.stream_info(a).state.messages == 1
     assert js.get_msg(b, 1).data == b"2"
+
+
+def test_direct_gets_are_answered_from_the_gateways_loop(gateway, js, stream_name,  # noqa: F811
+                                                         drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_direct=True)
+    js.publish_batch([(f"{stream_name}.{k}", b"%s%d" % (k.encode(), i))
+                      for i in range(3) for k in ("a", "b")])
+    gw = gateway()
+    pool_calls = []
+    real_call = gw.gateway.bridge.call
+
+    async def counting(fn, *args, **kwargs):
+        pool_calls.append(getattr(fn, "__name__", fn))
+        return await real_call(fn, *args, **kwargs)
+
+    gw.gateway.bridge.call = counting
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        by_seq = await jsc.get_msg(stream_name, seq=2, direct=True)
+        last = await jsc.get_last_msg(stream_name, f"{stream_name}.a", direct=True)
+        nxt = await jsc.get_msg(stream_name, seq=3, next=True, subject=f"{stream_name}.b",
+                                direct=True)
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await jsc.get_msg(stream_name, seq=99, direct=True)
+        await nc.close()
+        return by_seq, last, nxt
+
+    by_seq, last, nxt = asyncio.run(run())
+    assert (by_seq.seq, by_seq.data) == (2, b"b0")
+    assert (last.seq, last.data) == (5, b"a2")
+    assert (nxt.seq, nxt.data) == (4, b"b1")
+    assert pool_calls == ["stream_link"]
