@@ -76,11 +76,6 @@ class LeaderConsumerRouter:
         return self.stream_router.call("leader_consumer_call", self.name, method, args, kwargs,
                                        **options)
 
-    async def acall(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        options = {k: kwargs.pop(k) for k in _ROUTER_OPTIONS if k in kwargs}
-        return await self.stream_router.acall("leader_consumer_call", self.name, method, args,
-                                              kwargs, **options)
-
 
 class ConsumersAPI:
     """Mixed into :class:`rayjet.client.JetStream`."""
@@ -322,22 +317,6 @@ class ConsumerLink:
         """Apply answers ``(kind, stream seq, arg)`` (kind ack|nak|progress|term) and plain
         acks as ``ranges``; ``sync`` waits until they are replicated."""
         return self.router.call("ack", acks, sync, self.timeout, ranges, timeout=self.timeout)
-
-    async def apull(self, batch: int, expires: float, max_bytes: int = 0,
-                    no_wait: bool = False, heartbeat: float = 0.0, acks: list | None = None,
-                    ranges: Any = (), **priority: Any) -> tuple[DeliveryBatch, Any]:
-        """:meth:`pull` awaited on the caller's event loop (no thread between the loop and
-        the consumer's leader)."""
-        out = await self.router.acall("fetch", batch, expires, max_bytes, no_wait, heartbeat,
-                                      timeout=expires + self.timeout, eager=True, acks=acks,
-                                      ranges=ranges, **priority)
-        return out["batch"], out["status"]
-
-    async def aanswer(self, acks: list[tuple[str, int, Any]], ranges: Any = (),
-                      sync: bool = False) -> list[bool]:
-        """:meth:`answer` awaited on the caller's event loop."""
-        return await self.router.acall("ack", acks, sync, self.timeout, ranges,
-                                       timeout=self.timeout)
 
 
 class PullSubscription:

@@ -435,8 +435,8 @@ class JetStreamBridge:
                     left = max(end - time.monotonic(), 0.001)
                 try:
                     link = await self.link_for(stream, consumer)
-                    got, status = await link.apull(batch, left, max_bytes, no_wait, hb,
-                                                   answers, ranges)
+                    got, status = await self.call(link.pull, batch, left, max_bytes,
+                                                  no_wait, hb, answers, ranges)
                     answers, ranges = None, ()  # applied with the first call
                 except ConsumerNotFoundError:
                     self.forget_link(stream, consumer)
@@ -606,7 +606,7 @@ class JetStreamBridge:
         others = [a for a, _ in items if a[0] != "ack"]
         try:
             link = await self.link_for(*key)
-            await link.aanswer(others, seq_ranges(plain), bool(replies))
+            await self.call(link.answer, others, seq_ranges(plain), bool(replies))
         except APIError as exc:
             self.forget_link(*key)
             log.debug("acks to %s lost with %s", key, exc)

@@ -173,7 +173,8 @@ class PushPump:
                 room = 0  # no byte limit
                 if self.flow_control and FC_WINDOW - self.unconfirmed < ROOM_CHECK_FROM:
                     room = max(FC_WINDOW - self.unconfirmed, 1)
-                got, status = await link.apull(self.batch, wait, room, False, 0.0)
+                got, status = await self.bridge.call(link.pull, self.batch, wait, room, False,
+                                                     0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):
                 return
             except APIError:

@@ -181,20 +181,20 @@ def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_na
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(40)])
     with_pulls, on_their_own = [], []
-    real_pull, real_answer = ConsumerLink.apull, ConsumerLink.aanswer
+    real_pull, real_answer = ConsumerLink.pull, ConsumerLink.answer
 
-    async def pull(self, batch, expires, max_bytes=0, no_wait=False, heartbeat=0.0,
-                   acks=None, ranges=(), **kw):
+    def pull(self, batch, expires, max_bytes=0, no_wait=False, heartbeat=0.0, acks=None,
+             ranges=(), **kw):
         with_pulls.extend(expand_ranges(ranges))
-        return await real_pull(self, batch, expires, max_bytes, no_wait, heartbeat, acks,
-                               ranges, **kw)
+        return real_pull(self, batch, expires, max_bytes, no_wait, heartbeat, acks, ranges,
+                         **kw)
 
-    async def answer(self, acks, ranges=(), sync=False):
+    def answer(self, acks, ranges=(), sync=False):
         on_their_own.extend([a[1] for a in acks] + expand_ranges(ranges))
-        return await real_answer(self, acks, ranges, sync)
+        return real_answer(self, acks, ranges, sync)
 
-    monkeypatch.setattr(ConsumerLink, "apull", pull)
-    monkeypatch.setattr(ConsumerLink, "aanswer", answer)
+    monkeypatch.setattr(ConsumerLink, "pull", pull)
+    monkeypatch.setattr(ConsumerLink, "answer", answer)
     gw = gateway()
 
     async def run():
