@@ -159,3 +159,36 @@ def test_killing_the_leader_with_4000_publishes_in_flight_loses_and_doubles_noth
         assert stored.data == b"3999"
     finally:
         js.delete_stream(name)
+
+
+def test_a_listing_asks_each_host_over_the_data_plane(js, stream_name, monkeypatch):
+    from rayjet.actors import host
+
+    names = [f"{stream_name}L{i}" for i in range(4)]
+    asked = []
+    real = host._infos_over_data_plane
+
+    def recording(host_name, replicas):
+        answer = real(host_name, replicas)
+        asked.append(answer)
+        return answer
+
+    monkeypatch.setattr(host, "_infos_over_data_plane", recording)
+    try:
+        for i, name in enumerate(names):
+            js.add_stream(name=name, subjects=[f"{name}.>"], hosting="shared")
+            js.publish_batch([(f"{name}.a", b"x")] * (i + 1))
+        # a host publishes its address a moment after its first replica starts
+        deadline = time.monotonic() + 30
+        while not any(asked):
+            assert time.monotonic() < deadline, f"no host answered directly: {asked}"
+            js.stream_infos(names)
+            time.sleep(0.05)
+        asked.clear()
+        infos = js.stream_infos(names)
+        assert [infos[n].state.messages for n in names] == [1, 2, 3, 4]
+        answered = {name for answer in asked if answer for name in answer}
+        assert len(answered) >= 2  # hosts answered for several streams at once
+    finally:
+        for name in names:
+            js.delete_stream(name)
