@@ -16,18 +16,24 @@ from tests.cluster.conftest import drop_new_streams, js, stream_name  # noqa: F4
 from tests.gateway.test_gateway_server import gateway  # noqa: F401
 
 
+def _pool_calls(gw) -> list[str]:
+    """The names of the blocking calls the gateway's bridge runs in its pool from now on."""
+    calls: list[str] = []
+    real_call = gw.gateway.bridge.call
+
+    async def counting(fn, *args, **kwargs):
+        calls.append(getattr(fn, "__name__", fn))
+        return await real_call(fn, *args, **kwargs)
+
+    gw.gateway.bridge.call = counting
+    return calls
+
+
 def test_publishes_reach_the_leader_from_the_gateways_loop(gateway, js, stream_name,  # noqa: F811
                                                           drop_new_streams):  # noqa: F811
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     gw = gateway()
-    pool_calls = []
-    real_call = gw.gateway.bridge.call
-
-    async def counting(fn, *args, **kwargs):
-        pool_calls.append(getattr(fn, "__name__", fn))
-        return await real_call(fn, *args, **kwargs)
-
-    gw.gateway.bridge.call = counting
+    pool_calls = _pool_calls(gw)
 
     async def run():
         nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
@@ -105,14 +111,7 @@ def test_direct_gets_are_answered_from_the_gateways_loop(gateway, js, stream_nam
     js.publish_batch([(f"{stream_name}.{k}", b"%s%d" % (k.encode(), i))
                       for i in range(3) for k in ("a", "b")])
     gw = gateway()
-    pool_calls = []
-    real_call = gw.gateway.bridge.call
-
-    async def counting(fn, *args, **kwargs):
-        pool_calls.append(getattr(fn, "__name__", fn))
-        return await real_call(fn, *args, **kwargs)
-
-    gw.gateway.bridge.call = counting
+    pool_calls = _pool_calls(gw)
 
     async def run():
         nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
