@@ -18,6 +18,7 @@ from rayjet.api import PubAck, RawStreamMsg
 from rayjet.api import headers as H
 from rayjet.client import column_publish as CP
 from rayjet.client.publish import ATTEMPT_TIMEOUT, MAX_CALL_MSGS, message_item
+from rayjet.errors import APIError
 
 
 class StreamLink:
@@ -33,16 +34,22 @@ class StreamLink:
         """``(subject, data, headers)`` items, in order: a PubAck or the APIError that
         refused it for each, as ``publish_batch``'s list form answers (every subject is
         this stream's, or its answer is SubjectNotCapturedError). Raises the APIError that
-        refused the whole call (nothing stored, or an outcome that is unknown)."""
+        refused the first call (nothing stored, or an outcome that is unknown); a later
+        call's error answers that call's messages."""
         items = [message_item(*m, literal_wildcards) for m in msgs]
         answers: list[Any] = []
         for at in range(0, len(items), MAX_CALL_MSGS):
             part = items[at:at + MAX_CALL_MSGS]
             # a retry after an unknown outcome is safe only when every message has an id
             safe = all(h and H.MSG_ID in h for _, _, h in part)
-            got = await self.router.acall(
-                "publish", part, self.timeout, timeout=self.timeout, retry_unknown=safe,
-                attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
+            try:
+                got = await self.router.acall(
+                    "publish", part, self.timeout, timeout=self.timeout, retry_unknown=safe,
+                    attempt_timeout=ATTEMPT_TIMEOUT if safe else None)
+            except APIError as err:
+                if not at:
+                    raise  # the first call: nothing of this publish was stored
+                got = [err] * len(part)  # earlier calls' messages stay answered as stored
             stored = PubAck.stored
             answers.extend(stored(self.name, a) if type(a) is int else a for a in got)
         return answers
@@ -50,8 +57,8 @@ class StreamLink:
     async def publish_table(self, table: pa.Table | pa.RecordBatch, *,
                             literal_wildcards: bool = False) -> CP.PubAcks:
         """``publish_batch``'s columnar form for this stream's subjects: the rows cross as
-        Arrow columns in calls of bounded size; a call refused as a whole answers its rows
-        with that error."""
+        Arrow columns in calls of bounded size. Raises what refused the first call; a later
+        call refused as a whole answers its rows with that error."""
         if isinstance(table, pa.Table):
             table = table.combine_chunks()
         cols = CP.message_columns(table)
@@ -59,9 +66,15 @@ class StreamLink:
         acks = CP.PubAcks(cols.count)
         safe = cols.msg_ids is not None and all(cols.msg_ids)
         for a, b in CP.call_ranges(cols, 0, cols.count):
-            answer = await self.router.acall(
-                "publish_columns", table.slice(a, b - a), self.timeout, timeout=self.timeout,
-                retry_unknown=safe)
+            try:
+                answer = await self.router.acall(
+                    "publish_columns", table.slice(a, b - a), self.timeout,
+                    timeout=self.timeout, retry_unknown=safe)
+            except APIError as err:
+                if not a:
+                    raise  # the first call: nothing of this publish was stored
+                acks.refuse(a, b - a, err)  # earlier calls' rows stay answered as stored
+                continue
             acks.take(self.name, a, answer)
         return acks
 
