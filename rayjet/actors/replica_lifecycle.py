@@ -56,6 +56,7 @@ STRETCH_CLUSTER = "*"
 """``Placement(cluster="*")``: a stretch group, its replicas spread over clusters (regions)."""
 STRETCH_UNIQUE_TAG_ENV = "RAYJET_STRETCH_UNIQUE_TAG"  # default: the cluster label itself
 GROUP_READY_TIMEOUT = 30.0
+LEAD_WAIT = 1.0  # one wait of a consumer replica for its leadership (see ensure_consumer_replicas)
 PING_TIMEOUT = 5.0  # a replica whose region is down stays pending: don't wait on it forever
 NODES_TTL = 1.0
 _ACTOR_CLASSES: dict[type, Any] = {}
@@ -703,12 +704,19 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
         return
     deadline = time.monotonic() + GROUP_READY_TIMEOUT
     while time.monotonic() < deadline:
-        states = await asyncio.gather(*(h.status.remote() for h in handles),
-                                      return_exceptions=True)
-        if any(isinstance(st, dict) and st["role"] == "Leader" and st["writable"]
-               for st in states):
-            return
-        await asyncio.sleep(0.05)
+        # each replica answers the moment it leads (a sleep between status polls cost a new
+        # consumer 50-100 ms idle and seconds on a loaded machine); the others give up
+        # after LEAD_WAIT, and a dead one raises at once: ask again until the deadline
+        calls = [asyncio.ensure_future(_as_future(h.until_leading.remote(LEAD_WAIT)))
+                 for h in handles]
+        for fut in asyncio.as_completed(calls):
+            with contextlib.suppress(ServiceUnavailableError, ray.exceptions.RayError):
+                await fut
+                for other in calls:
+                    other.cancel()
+                return
+        if all(isinstance(fut.exception(), ray.exceptions.RayError) for fut in calls):
+            await asyncio.sleep(LEAD_WAIT)  # none of them runs (all restarting): not a spin
     raise ServiceUnavailableError(f"consumer {ca.name!r} has no leader after "
                                   f"{GROUP_READY_TIMEOUT:.0f}s")
 

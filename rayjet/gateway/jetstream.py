@@ -424,7 +424,10 @@ class JetStreamBridge:
         expires, no_wait, hb = req["expires"], req["no_wait"], req["idle_heartbeat"]
         end = time.monotonic() + expires if expires else None
         active = [time.monotonic()]  # when the requester last heard from us
-        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb else None
+        # a no-wait pull never waits, so it gets no heartbeat: one sent while a slow store
+        # read is under way would reach the client first, and nats.py's fetch takes a
+        # heartbeat first for "nothing there" and pulls again (twice the batch delivered)
+        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb and not no_wait else None
         try:
             while True:
                 if not self.gateway.interest.has_interest(reply):

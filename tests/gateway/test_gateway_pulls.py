@@ -1,0 +1,76 @@
+"""Pull requests through the gateway: heartbeats go only to pulls that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import nats
+
+from tests.cluster.conftest import drop_new_streams, js, stream_name  # noqa: F401
+from tests.gateway.test_gateway_server import gateway  # noqa: F401
+
+SLOW_PULL = 0.4  # longer than the heartbeat interval the requests ask for
+
+
+def _slow_pulls(gw) -> None:
+    """Every pull the gateway's bridge runs takes SLOW_PULL longer, as on a loaded machine."""
+    real_call = gw.gateway.bridge.call
+
+    async def slow(fn, *args, **kwargs):
+        if getattr(fn, "__name__", "") == "pull":
+            await asyncio.sleep(SLOW_PULL)
+        return await real_call(fn, *args, **kwargs)
+
+    gw.gateway.bridge.call = slow
+
+
+async def _pull(port: int, stream: str, request: dict, until: int, wait: float) -> list:
+    """Send one raw pull request; what reaches its inbox, in order: a message's stream
+    sequence (int), a status's code (str), until ``until`` messages or ``wait`` seconds."""
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    got: list = []
+    done = asyncio.Event()
+
+    async def on_msg(msg):
+        status = msg.headers.get("Status") if msg.headers else None
+        got.append(status or int(msg.reply.split(".")[5]))
+        if sum(isinstance(g, int) for g in got) >= until:
+            done.set()
+
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox, cb=on_msg)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.C", json.dumps(request).encode(),
+                     reply=inbox)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), wait)
+    await nc.close()
+    return got
+
+
+def test_a_no_wait_pull_gets_its_messages_and_no_heartbeat(gateway, js, stream_name,  # noqa: F811
+                                                           drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", b"%d" % i) for i in range(5)])
+    js.add_consumer(stream_name, durable_name="C")
+    gw = gateway()
+    _slow_pulls(gw)
+    request = {"batch": 3, "no_wait": True, "expires": 2_000_000_000,
+               "idle_heartbeat": 100_000_000}
+    got = asyncio.run(_pull(gw.port, stream_name, request, until=3, wait=5))
+    # nats.py's fetch reads a heartbeat ahead of the messages as "none there" and pulls
+    # again, so the consumer delivers twice the batch
+    assert got[:3] == [1, 2, 3], got
+    assert "100" not in got, got
+
+
+def test_a_waiting_pull_gets_heartbeats_while_nothing_comes(gateway, js, stream_name,  # noqa: F811
+                                                            drop_new_streams):  # noqa: F811
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.add_consumer(stream_name, durable_name="C")
+    gw = gateway()
+    request = {"batch": 1, "expires": 1_000_000_000, "idle_heartbeat": 200_000_000}
+    got = asyncio.run(_pull(gw.port, stream_name, request, until=1, wait=3))
+    assert got.count("100") >= 2, got  # about one per 0.2 s of a 1 s wait
+    assert got[-1] == "408", got  # and the request's end
