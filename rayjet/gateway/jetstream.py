@@ -424,23 +424,40 @@ class JetStreamBridge:
         expires, no_wait, hb = req["expires"], req["no_wait"], req["idle_heartbeat"]
         end = time.monotonic() + expires if expires else None
         active = [time.monotonic()]  # when the requester last heard from us
-        # a no-wait pull never waits, so it gets no heartbeat: one sent while a slow store
-        # read is under way would reach the client first, and nats.py's fetch takes a
-        # heartbeat first for "nothing there" and pulls again (twice the batch delivered)
-        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb and not no_wait else None
+        # A no-wait pull with an expiry waits (with heartbeats) only when nothing is there
+        # (as nats-server's): it is first asked without waiting and its heartbeats start
+        # once that found nothing. A heartbeat sent while a slow first read is under way
+        # would reach the client ahead of the messages, and nats.py's fetch takes a
+        # heartbeat first for "nothing there" and pulls again (twice the batch delivered).
+        probe = bool(no_wait and end is not None)
+        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb and not probe else None
         try:
             while True:
                 if not self.gateway.interest.has_interest(reply):
                     return  # nobody listens for the messages (nats-server drops the request)
-                if end is None:  # no_wait without expires answers at once (404 if empty)
+                if end is None or probe:  # no_wait without expires answers at once (404 if empty)
                     left = 0.0 if no_wait else NO_EXPIRY_PULL
                 else:
                     left = max(end - time.monotonic(), 0.001)
                 try:
                     link = await self.link_for(stream, consumer)
-                    got, status = await self.call(link.pull, batch, left, max_bytes,
-                                                  no_wait, hb, answers, ranges)
+                    call = asyncio.ensure_future(self.call(
+                        link.pull, batch, left, max_bytes, no_wait, 0.0 if probe else hb,
+                        answers, ranges))
                     answers, ranges = None, ()  # applied with the first call
+                    if end is not None and not probe:
+                        await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))
+                        if not call.done():
+                            self._expired(reply, call, batch, max_bytes)
+                            return
+                    got, status = await call
+                    if probe and not len(got) and status is not None and status[0] == 404:
+                        probe = False  # nothing there: wait out the expiry
+                        active[0] = time.monotonic()
+                        if hb:
+                            beat = self._spawn(self._heartbeats(reply, hb, active))
+                        continue
+                    probe = False
                 except ConsumerNotFoundError:
                     self.forget_link(stream, consumer)
                     self.gateway.route(reply, None, P.status_header(404, "Consumer Not Found"),
@@ -487,6 +504,25 @@ class JetStreamBridge:
         finally:
             if beat is not None:
                 beat.cancel()
+
+    def _expired(self, reply: str, call: asyncio.Future, batch: int, max_bytes: int) -> None:
+        """A pull's expiry on the requester's clock, before the consumer's answer came (its
+        own timer runs from when the request reached it, and the answer travels back): the
+        408 goes now, as nats-server sends it at the expiry. nats.py's fetch times out at
+        the expiry and takes a 408 that comes after that for the next fetch's answer.
+        Messages the consumer decided for the request meanwhile still go out when its answer
+        comes (they are pending on the consumer, never dropped)."""
+        extra = [("Nats-Pending-Messages", str(batch)), ("Nats-Pending-Bytes", str(max_bytes))]
+        self.gateway.route(reply, None, P.status_header(408, "Request Timeout", extra), b"")
+
+        def late(done: asyncio.Future) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            got, _status = done.result()
+            if len(got):
+                self.deliver(reply, got)
+
+        call.add_done_callback(late)
 
     async def _heartbeats(self, reply: str, every: float, active: list[float]) -> None:
         """``100 Idle Heartbeat`` to a waiting pull whenever nothing went to it for

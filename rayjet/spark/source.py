@@ -9,6 +9,11 @@ too); a follower that has not yet applied the end of the piece is waited for bri
 another replica is used. A replica that dies mid-read is replaced by another one at the
 sequence where the read stopped (pages are idempotent). Pages are turned into Arrow
 columns at once and gathered into large blocks.
+
+Reads go where the data is: each task is scheduled on the node where its replica ran when
+the read was planned (any node when that one is gone), and asks for its pages over the data plane (an
+Arrow record batch per request on the replica process's authenticated connection), with
+a Ray actor call when no data-plane connection can be made.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from rayjet.actors import direct
 from rayjet.actors.host import find_replica
 from rayjet.actors.names import stream_actor_name
 from rayjet.api import headers as H
 from rayjet.errors import BadRequestError, ServiceUnavailableError
+from rayjet.errors import TimeoutError as RequestTimeoutError
 from rayjet.spark.quiet import quiet_dataset
 from rayjet.subjects import subject_matches, validate_filter
 
@@ -45,6 +52,7 @@ MIN_TASK_SPAN = 20_000
 CATCH_UP_WAIT = 2.0  # seconds a lagging follower may take to apply its piece
 CALL_TIMEOUT = 30.0
 READ_TASK_CPUS = 0.5  # read tasks mostly wait on replica actors
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HEADERS_JSON = "json"
@@ -90,6 +98,8 @@ class ReadPlan:
     block_bytes: int = BLOCK_BYTES
     min_task_span: int = MIN_TASK_SPAN
     extra: dict = field(default_factory=dict)
+    # the Ray node each of ``replicas`` ran on when the read was planned (None: not known)
+    nodes: tuple[str | None, ...] = ()
 
     @property
     def span(self) -> int:
@@ -107,6 +117,16 @@ class ReadPlan:
             hi = lo + size + (1 if i < rest else 0) - 1
             out.append((lo, hi))
             lo = hi + 1
+        return out
+
+    def placed_pieces(self, n: int) -> dict[str | None, list[tuple[int, int, int]]]:
+        """:meth:`pieces` as ``(lo, hi, preferred)`` (the replica index a task reads first,
+        round robin), grouped by the node of that replica (None: not known)."""
+        out: dict[str | None, list[tuple[int, int, int]]] = {}
+        for i, (lo, hi) in enumerate(self.pieces(n)):
+            preferred = i % max(1, len(self.replicas))
+            node = self.nodes[preferred] if preferred < len(self.nodes) else None
+            out.setdefault(node, []).append((lo, hi, preferred))
         return out
 
 
@@ -224,6 +244,10 @@ class _Replicas:
         raise ServiceUnavailableError(
             f"no replica of group {self.group} could serve seq {need_seq}{detail}")
 
+    def name(self) -> str:
+        """The actor name of the replica :meth:`current` gave."""
+        return stream_actor_name(self.group, self.order[self.pos % len(self.order)])
+
     def failed(self) -> None:
         self.handle = None
         self.pos += 1
@@ -252,11 +276,8 @@ def read_piece(plan: ReadPlan, lo: int, hi: int, preferred: int) -> Iterator[pa.
     while seq and seq <= hi:
         h = replicas.current(hi)
         try:
-            page = ray.get(h.read_range.remote(seq, hi, filter=plan.filter,
-                                               max_msgs=plan.page_msgs,
-                                               max_bytes=plan.page_bytes, columnar=True),
-                           timeout=CALL_TIMEOUT)
-        except (RayActorError, GetTimeoutError):
+            page = _read_page(replicas.name(), h, seq, hi, plan)
+        except (RayActorError, GetTimeoutError, direct.RequestLost, RequestTimeoutError):
             replicas.failed()  # dead or stuck: read the rest from another replica
             continue
         nxt = page["next"]
@@ -272,6 +293,19 @@ def read_piece(plan: ReadPlan, lo: int, hi: int, preferred: int) -> Iterator[pa.
         seq = nxt
     if parts or rows == 0:
         yield _finish(plan, parts)
+
+
+def _read_page(name: str, handle: Any, seq: int, hi: int, plan: ReadPlan) -> dict[str, Any]:
+    """One ``read_range`` page from replica ``name``: over the data plane, else (no
+    connection could be made: nothing was asked) by an actor call."""
+    kwargs = {"filter": plan.filter, "max_msgs": plan.page_msgs,
+              "max_bytes": plan.page_bytes, "columnar": True}
+    if direct.enabled():
+        try:
+            return direct.call(name, "read_range", (seq, hi), kwargs, CALL_TIMEOUT)
+        except direct.NotDirect:
+            pass
+    return ray.get(handle.read_range.remote(seq, hi, **kwargs), timeout=CALL_TIMEOUT)
 
 
 def _finish(plan: ReadPlan, parts: list[pa.Table]) -> pa.Table:
@@ -291,9 +325,13 @@ def _empty(schema: pa.Schema) -> pa.Table:
 class StreamDatasource(Datasource):
     """A Ray Data source reading one stream's fixed sequence range (see :func:`read_stream`)."""
 
-    def __init__(self, plan: ReadPlan) -> None:
+    def __init__(self, plan: ReadPlan,
+                 pieces: list[tuple[int, int, int]] | None = None) -> None:
+        """``pieces``: the ``(lo, hi, preferred)`` ranges its tasks read (default: the
+        plan split as Ray Data's parallelism asks)."""
         super().__init__()
         self.plan = plan
+        self.fixed_pieces = pieces
 
     def get_name(self) -> str:
         return f"Stream({self.plan.stream})"
@@ -304,20 +342,23 @@ class StreamDatasource(Datasource):
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
         plan = self.plan
-        pieces = plan.pieces(max(1, parallelism or 1))
+        pieces = self.fixed_pieces
+        if pieces is None:
+            pieces = [(lo, hi, i) for i, (lo, hi) in
+                      enumerate(plan.pieces(max(1, parallelism or 1)))]
         if not pieces:
             # an empty read still has the schema (one task giving an empty block)
-            pieces = [(plan.start_seq, plan.start_seq - 1)]
+            pieces = [(plan.start_seq, plan.start_seq - 1, 0)]
         tasks = []
-        for i, (lo, hi) in enumerate(pieces):
+        for lo, hi, preferred in pieces:
             meta = BlockMetadata(num_rows=None,
                                  size_bytes=int(plan.bytes_per_seq * max(0, hi - lo + 1)),
                                  exec_stats=None, input_files=None)
 
-            def read(lo=lo, hi=hi, i=i) -> Iterator[pa.Table]:
+            def read(lo=lo, hi=hi, preferred=preferred) -> Iterator[pa.Table]:
                 if hi < lo:
                     return iter([_finish(plan, [])])
-                return read_piece(plan, lo, hi, i)
+                return read_piece(plan, lo, hi, preferred)
 
             schema = base_schema(plan.headers) if plan.decoder is None else None
             tasks.append(ReadTask(read, meta, schema=schema,
@@ -385,9 +426,27 @@ def make_plan(js: Any, stream: str, *, subjects=None, start_seq: int | None = No
         hi = min(hi, _seq_for_time(js, stream, end_ns) - 1)
     total_span = max(1, st.last_seq - first + 1)
     return ReadPlan(stream=info.config.name, group=assignment["group"], replicas=replicas,
+                    nodes=_replica_nodes(assignment["group"], replicas),
                     start_seq=lo, end_seq=hi, filter=filt, local_filters=local,
                     start_ns=start_ns, end_ns=end_ns, headers=headers, decoder=decoder,
                     bytes_per_seq=(st.bytes / total_span) if st.messages else 0.0, **tuning)
+
+
+def _replica_nodes(group: str, replicas: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The Ray node each replica runs on now (None for one that does not answer)."""
+    refs: list[Any] = []
+    for rid in replicas:
+        try:
+            refs.append(find_replica(stream_actor_name(group, rid)).status.remote())
+        except ValueError:
+            refs.append(None)
+    nodes: list[str | None] = []
+    for ref in refs:
+        try:
+            nodes.append(None if ref is None else ray.get(ref, timeout=CALL_TIMEOUT).get("node"))
+        except (RayActorError, RayTaskError, GetTimeoutError):
+            nodes.append(None)
+    return tuple(nodes)
 
 
 def default_parallelism(plan: ReadPlan) -> int:
@@ -399,10 +458,22 @@ def dataset_of(plan: ReadPlan, parallelism: int | None = None,
                ray_remote_args: dict | None = None, *, progress: bool = False
                ) -> ray.data.Dataset:
     n = parallelism or default_parallelism(plan)
-    n = len(plan.pieces(n)) or 1
+    by_node = plan.placed_pieces(n)
+    if not by_node:
+        by_node = {None: []}  # an empty read: one task that gives the schema
+    chosen = ray_remote_args and ({"scheduling_strategy", "label_selector"} & set(ray_remote_args))
     extra = {"ray_remote_args": ray_remote_args} if ray_remote_args else {}
-    ds = ray.data.read_datasource(StreamDatasource(plan), override_num_blocks=n,
-                                  num_cpus=READ_TASK_CPUS, **extra)
+    parts = []
+    for node, pieces in by_node.items():
+        beside = {}
+        if node is not None and not chosen:
+            # the node the replica runs on, else anywhere (the task then reads remotely)
+            beside = {"label_selector": {NODE_ID_LABEL: node},
+                      "fallback_strategy": [{"label_selector": {}}]}
+        parts.append(ray.data.read_datasource(StreamDatasource(plan, pieces),
+                                              override_num_blocks=max(1, len(pieces)),
+                                              num_cpus=READ_TASK_CPUS, **beside, **extra))
+    ds = parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
     return quiet_dataset(ds, progress)
 
 
