@@ -8,6 +8,7 @@ ack, and consumer followers hold no acks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import textwrap
@@ -76,6 +77,12 @@ def wait_stream_holds(js, stream, expected: set[int], timeout: float = 60.0) -> 
         except Exception as err:  # noqa: BLE001 - a leader is being elected: ask again
             error = err
         time.sleep(0.2)
+    with contextlib.suppress(Exception):  # what it holds beyond what was expected, to tell
+        held = stream_seqs(js, stream)     # which acks never reached it
+        consumers = {c.name: (c.ack_floor.stream_seq, c.num_ack_pending, c.num_pending)
+                     for c in js.consumers_info(stream)}
+        error = AssertionError(f"held beyond expected: {sorted(held - expected)[:40]}; "
+                               f"consumers (ack floor, ack pending, pending): {consumers}")
     raise AssertionError(f"stream holds {sorted(held or [])[:20]}..., expected "
                          f"{sorted(expected)[:20]}... ({len(expected)}); last count {count}, "
                          f"last error {error!r}")

@@ -126,20 +126,3 @@ def test_peer_removal_places_the_new_replica_on_another_node(js, stream_name):
     assert len({lab["az"] for lab in after.values()}) == 2
     assert js.stream_info(stream_name).state.messages == 5
 
-
-def test_read_tasks_run_beside_the_replica_they_read(js, stream_name):
-    """read_stream schedules each read task on its replica's node (here c1, away from the
-    driver's head node): the payload decoder runs in the task and says where it ran."""
-    import ray
-
-    from rayjet.spark import read_stream
-    from tests.multinode.support import replica_nodes
-
-    add(js, stream_name, 1, Placement(tags=["az:c-a"]))
-    js.publish_batch([(f"{stream_name}.x", b"%d" % i) for i in range(2000)])
-    node = replica_nodes(js, stream_name)
-    where = read_stream(stream_name, parallelism=2, js=js,
-                        decoder=lambda _data: {"node": ray.get_runtime_context().get_node_id()})
-    rows = where.take_all()
-    assert len(rows) == 2000
-    assert {r["node"] for r in rows} == set(node.values())
