@@ -715,7 +715,7 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
                 for other in calls:
                     other.cancel()
                 return
-        if all(isinstance(fut.exception(), ray.exceptions.RayError) for fut in calls):
+        if not any(isinstance(fut.exception(), ServiceUnavailableError) for fut in calls):
             await asyncio.sleep(LEAD_WAIT)  # none of them runs (all restarting): not a spin
     raise ServiceUnavailableError(f"consumer {ca.name!r} has no leader after "
                                   f"{GROUP_READY_TIMEOUT:.0f}s")
