@@ -63,7 +63,10 @@ def request_reply(url: str, count: int, size: int = nb.DEFAULT_SIZE) -> nb.Laten
     return asyncio.run(_request_reply(url, count, size))
 
 
-async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency]:
+CONSUMERS = 20  # streams that get a durable consumer in the creation run
+
+
+async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, ...]:
     import nats
 
     nc = await nats.connect(url)
@@ -82,6 +85,11 @@ async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency
         if len(page) < 256:
             break
     list_us = (time.perf_counter() - t) * 1e6
+    consumer_times = []  # a durable pull consumer on each of the first streams
+    for name in names[:CONSUMERS]:
+        t = time.perf_counter()
+        await jsm.add_consumer(name, durable_name="bench", ack_policy="explicit")
+        consumer_times.append((time.perf_counter() - t) * 1e6)
     for name in names:
         await jsm.delete_stream(name)
     await nc.close()
@@ -91,7 +99,12 @@ async def _stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency
                         nb.percentile(times, 99), mean, 1e6 / mean)
     listing = nb.Latency(f"stream list ({listed})", 1, 0, list_us, list_us, list_us,
                          listed * 1e6 / list_us)
-    return create, listing
+    consumer_times.sort()
+    cmean = sum(consumer_times) / len(consumer_times)
+    consumers = nb.Latency("consumer create", len(consumer_times), 0,
+                           nb.percentile(consumer_times, 50), nb.percentile(consumer_times, 99),
+                           cmean, 1e6 / cmean)
+    return create, listing, consumers
 
 
 async def _requests(url: str, count: int) -> dict[str, nb.Latency]:
@@ -130,7 +143,7 @@ def requests(url: str, counts: dict[str, int]) -> dict[str, object]:
     return asyncio.run(_requests(url, counts["requests"]))
 
 
-def stream_creation(url: str, count: int) -> tuple[nb.Latency, nb.Latency]:
+def stream_creation(url: str, count: int) -> tuple[nb.Latency, ...]:
     return asyncio.run(_stream_creation(url, count))
 
 
@@ -165,8 +178,8 @@ def measure(url: str, counts: dict[str, int]) -> dict[str, object]:
 
 
 def creation(url: str, counts: dict[str, int]) -> dict[str, object]:
-    create, listing = stream_creation(url, counts["streams"])
-    return {"stream create": create, "stream list": listing}
+    create, listing, consumers = stream_creation(url, counts["streams"])
+    return {"stream create": create, "stream list": listing, "consumer create": consumers}
 
 
 @contextlib.contextmanager
