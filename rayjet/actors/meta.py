@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = 10.0
 RECONCILE_EVERY = 2.0
 COLLECT_EVERY = 60.0  # seconds between orphan collections (and at once on becoming leader)
+# after a collection that was skipped, found something or did not hear from every host, the
+# next comes this soon, doubling up to COLLECT_EVERY: what it found is checked gone (a
+# hosted replica whose removal timed out, one a silent host runs) within seconds
+COLLECT_AGAIN = RECONCILE_EVERY
 MEMBER_STATE_TIMEOUT = 2.0  # seconds cluster_info waits on another member's status
 REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open its files
 WATCH_LONGEST = 30.0  # seconds a catalogue watch waits at most for a change
@@ -592,19 +596,26 @@ class MetaMember:
     # -- reconciliation ---------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:
         next_collect = 0.0  # collect at once on becoming leader (e.g. after a failover)
+        again = COLLECT_AGAIN
         while True:
             await asyncio.sleep(RECONCILE_EVERY)
             if not self.host.group.is_leader:
-                next_collect = 0.0
+                next_collect, again = 0.0, COLLECT_AGAIN
                 continue
             if time.monotonic() >= next_collect:
+                soon = True
                 try:
-                    if not (await self.collect_orphans()).get("skipped_now"):
-                        next_collect = time.monotonic() + COLLECT_EVERY
+                    stats = await self.collect_orphans()
+                    soon = bool(stats.get("skipped_now") or stats.get("again_soon"))
                 except (APIError, ray.exceptions.RayError) as err:
                     log.info("meta %s: collecting orphan replicas failed: %s", self.id, err)
                 except Exception:  # keep reconciling whatever happened here
                     log.exception("meta %s: collecting orphan replicas failed", self.id)
+                if soon:
+                    next_collect, again = time.monotonic() + again, min(again * 2,
+                                                                        COLLECT_EVERY)
+                else:
+                    next_collect, again = time.monotonic() + COLLECT_EVERY, COLLECT_AGAIN
             if unsettled(self.host.group) is not None:
                 continue  # its catalogue may miss committed ops (a delete): wait for them
             try:
@@ -661,13 +672,17 @@ class MetaMember:
 
         Nothing is collected unless the catalogue is the committed one (see
         :func:`unsettled`), checked after the barrier and again before anything goes: the
-        answer then has ``skipped_now`` (the reconcile loop tries again shortly)."""
+        answer then has ``skipped_now`` (the reconcile loop tries again shortly). It has
+        ``again_soon`` when this pass collected something or a host did not answer its
+        listing: the next pass, soon, checks that nothing is left."""
         self._require_leader()
         rgroup = self.host.group
         reason = unsettled(rgroup)
         if reason is not None:
             return self._skip_collection(reason)
-        actors = lifecycle.replica_actors(await lifecycle.running_replicas())
+        unanswered: list[str] = []
+        actors = lifecycle.replica_actors(
+            await lifecycle.running_replicas(unanswered=unanswered))
         dirs = await asyncio.to_thread(lifecycle.local_group_dirs, self.data_dir)
         await self._read()
         reason, term = unsettled(rgroup), rgroup.term
@@ -713,7 +728,10 @@ class MetaMember:
         self.collected["runs"] += 1
         self.collected["actors"] += len(doomed)
         self.collected["dirs"] += len(gone)
-        return dict(self.collected)
+        if unanswered:
+            log.info("meta %s: hosts that did not list their replicas: %s", self.id,
+                     ", ".join(sorted(unanswered)))
+        return {**self.collected, "again_soon": bool(doomed or gone or unanswered)}
 
     def _skip_collection(self, reason: str) -> dict[str, Any]:
         log.info("meta %s: not collecting orphan replicas: %s", self.id, reason)

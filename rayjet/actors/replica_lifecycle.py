@@ -774,7 +774,8 @@ async def _host_listing(name: str, timeout: float) -> list[str] | None:
 
 
 async def running_replicas(timeout: float = PING_TIMEOUT,
-                           guest_hosts: Container[str] | None = None) -> set[str]:
+                           guest_hosts: Container[str] | None = None,
+                           unanswered: list[str] | None = None) -> set[str]:
     """Names of the stream and consumer replicas that run (or are being restarted by Ray):
     dedicated actors from one listing of named actors, hosted ones from one call per host
     and per dedicated stream replica in ``guest_hosts`` (those whose stream has durable
@@ -782,14 +783,18 @@ async def running_replicas(timeout: float = PING_TIMEOUT,
     What costs one reconciliation pass is per process, not per replica, so thousands of
     idle replicas cost their meta leader next to nothing. A host that does not answer
     (restarting, or on a node that is gone) contributes nothing: its replicas are placed
-    again (where they ran while that host lives: see :func:`create_consumer_replica`)."""
+    again (where they ran while that host lives: see :func:`create_consumer_replica`);
+    its name is appended to ``unanswered`` when given."""
     names = await asyncio.to_thread(_named_actors)
     running = {n for n in names if parse_replica_name(n) is not None}
     hosts = [n for n in names if n.startswith(HOST_PREFIX + ".")]
     hosts += [n for n in running if n.startswith(STREAM_PREFIX + ".")
               and (guest_hosts is None or n in guest_hosts)]
-    for listing in await asyncio.gather(*(_host_listing(h, timeout) for h in hosts)):
+    listings = await asyncio.gather(*(_host_listing(h, timeout) for h in hosts))
+    for host, listing in zip(hosts, listings, strict=True):
         running.update(listing or ())
+        if listing is None and unanswered is not None:
+            unanswered.append(host)
     return running
 
 

@@ -118,21 +118,27 @@ class Cluster:
             await self.member.set_limits(AccountLimits().to_dict())
 
 
+silent_hosts: list[str] = []  # hosts the listing in `orphan` reports as not answering
+
+
 @pytest.fixture
 def orphan(tmp_path, monkeypatch):
     """A replica directory of a group the catalogue does not have; listing replicas and
     directories is recorded."""
+    silent_hosts.clear()
     path = tmp_path / "streams" / "GONE-7" / "r0"
     path.mkdir(parents=True)
     listed: list[str] = []
 
-    async def running_replicas(**_kwargs):
+    async def running_replicas(unanswered=None, **_kwargs):
         listed.append("actors")
+        if silent_hosts and unanswered is not None:
+            unanswered += silent_hosts
         return set()
 
     def local_group_dirs(_data_dir):
         listed.append("dirs")
-        return [("stream", "GONE-7", path)]
+        return [("stream", "GONE-7", path)] if path.exists() else []
 
     monkeypatch.setattr(lifecycle, "running_replicas", running_replicas)
     monkeypatch.setattr(lifecycle, "local_group_dirs", local_group_dirs)
@@ -149,6 +155,25 @@ def test_a_settled_leader_collects_an_orphan_directory(tmp_path, orphan):
         stats = await c.member.collect_orphans()
         assert not stats.get("skipped_now") and stats["dirs"] == 1
         assert not path.exists() and listed == ["actors", "dirs"]
+        assert stats["again_soon"]  # it collected: the next pass comes soon to check
+        stats = await c.member.collect_orphans()
+        assert stats["dirs"] == 1 and not stats["again_soon"]  # nothing left
+
+    asyncio.run(main())
+
+
+def test_a_collection_that_did_not_hear_from_a_host_asks_for_another_soon(tmp_path, orphan):
+    path, _ = orphan
+    path.rmdir()
+    silent_hosts.append("rayjet.host.n1.0")  # its replicas may be orphans: unknown
+
+    async def main():
+        c = Cluster(tmp_path / "data")
+        await c.elect()
+        stats = await c.member.collect_orphans()
+        assert stats["dirs"] == 0 and stats["actors"] == 0 and stats["again_soon"]
+        silent_hosts.clear()  # it answers again
+        assert not (await c.member.collect_orphans())["again_soon"]
 
     asyncio.run(main())
 
