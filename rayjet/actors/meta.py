@@ -36,6 +36,7 @@ from rayjet.actors.raft_host import (
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
+from rayjet.actors.wire_values import META_REQUESTS
 from rayjet.api.account import AccountLimits
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
@@ -136,6 +137,8 @@ def consumer_dict(ca: ConsumerAssignment) -> dict[str, Any]:
 class MetaMember:
     """Plain class; ``lifecycle.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
 
+    DATA_PLANE_REQUESTS = META_REQUESTS  # what clients may call over the data plane
+
     def __init__(self, member_id: str, members: list[str], data_dir: str, *,
                  tick_seconds: float = 0.05) -> None:
         self.id = member_id
@@ -188,6 +191,7 @@ class MetaMember:
         self.host = RaftHost(group, send, tick_seconds=self.tick_seconds, watch=send.watch,
                              name=f"meta/{self.id}", metrics=RaftMetrics("meta", "meta"),
                              actor_name=meta_actor_name(self.id))
+        self.host.request_target = self
         self.host.on_output.append(self._on_output)
         return True
 

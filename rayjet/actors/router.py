@@ -26,7 +26,7 @@ from rayjet.actors.names import (
     meta_member_id,
     stream_actor_name,
 )
-from rayjet.actors.wire_values import STREAM_REQUESTS
+from rayjet.actors.wire_values import META_REQUESTS, STREAM_REQUESTS
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError, TimeoutError
 
@@ -223,7 +223,8 @@ class GroupRouter:
 
 def meta_router() -> GroupRouter:
     return GroupRouter({meta_member_id(i): meta_actor_name(meta_member_id(i))
-                        for i in range(META_MEMBERS)}, "the meta group")
+                        for i in range(META_MEMBERS)}, "the meta group",
+                       direct_methods=META_REQUESTS)
 
 
 def stream_router(assignment: dict[str, Any]) -> GroupRouter:

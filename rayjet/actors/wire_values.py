@@ -25,7 +25,8 @@ code  value
 
 Decoding trusts nothing: an unknown code, a malformed payload or a forbidden dtype raises
 (the request frame is then malformed). Only methods named in :data:`STREAM_REQUESTS` and
-:data:`CONSUMER_REQUESTS` are served this way: their answers are known to fit.
+:data:`CONSUMER_REQUESTS` (replicas) and :data:`META_REQUESTS` (the meta group's members)
+are served this way: their answers are known to fit.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ STREAM_REQUESTS = frozenset({
 })
 CONSUMER_REQUESTS = frozenset({
     "fetch", "ack", "info", "advance", "unpin", "advisories", "ping", "until_leading",
+})
+
+# what a meta member serves: the catalogue's reads and the changes clients ask for (a
+# long poll, status and operators' tools stay on actor calls)
+META_REQUESTS = frozenset({
+    "stream_assignment", "list_streams", "limits", "account_usage", "lookup_subject",
+    "consumer_assignment", "list_consumers", "add_stream", "update_stream", "delete_stream",
+    "add_consumer", "delete_consumer", "set_limits", "cluster_info",
 })
 
 _DTYPES = frozenset({"<i8", "<u8", "<i4", "<u4", "<f8", "|u1", "|b1"})

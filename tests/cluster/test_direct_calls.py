@@ -76,7 +76,8 @@ def test_the_actor_call_answers_when_no_connection_can_be_made(js, stream_name, 
             s.bind(("127.0.0.1", 0))
             dead = s.getsockname()
         monkeypatch.setattr(data_plane, "address_of", lambda _name: dead)
-        direct._shared.forget(replica)
+        for known in [replica, *direct._shared.addresses]:  # the meta members' too
+            direct._shared.forget(known)
         not_direct = direct.stats()["not_direct"]
         direct_before = _direct_count()
         for i in range(5):
@@ -192,3 +193,34 @@ def test_a_listing_asks_each_host_over_the_data_plane(js, stream_name, monkeypat
     finally:
         for name in names:
             js.delete_stream(name)
+
+
+def test_the_catalogue_is_asked_and_changed_over_the_data_plane(js, stream_name):
+    """Stream and consumer creation, listings and assignments are data-plane requests to
+    the meta leader; after its leadership moves, the not-leader answer's hint is followed
+    on the data plane too."""
+    from rayjet import ConsumerConfig
+
+    name = stream_name
+    deadline = time.monotonic() + 30
+    while True:  # a meta member publishes its address a moment after it starts
+        before = _direct_count()
+        js.stream_names()
+        if _direct_count() > before:
+            break
+        assert time.monotonic() < deadline, f"no meta call went direct: {direct.stats()}"
+        time.sleep(0.05)
+    before = direct.stats()
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=1)
+    try:
+        assert name in js.stream_names()
+        js.add_consumer(name, ConsumerConfig(durable_name="D"))
+        assert js.consumer_names(name) == ["D"]
+        js.meta_leader_stepdown()
+        assert name in js.stream_names()  # the new leader found by its hint
+        js.delete_consumer(name, "D")
+        after = direct.stats()
+        # create, names, consumer create and names, names after the step-down, delete
+        assert after["direct"] - before["direct"] >= 6, (before, after)
+    finally:
+        js.delete_stream(name)
