@@ -188,6 +188,15 @@ class RaftHost:
             except Exception:  # keep ticking: a bad message must not stop the replica
                 log.exception("raft tick failed on %s", self.name)
 
+    def transfer_leadership(self, to: str) -> None:
+        """Start handing leadership to voter ``to``. A quiet group ticks again first: the
+        transfer runs on ticks (it waits for ``to`` to catch up, and gives up after an
+        election timeout), so without them it would never end."""
+        self.group.wake()
+        self._woken.set()
+        self.group.transfer_leader(to)
+        self.pump()
+
     async def step_down(self, timeout: float) -> str | None:
         """Hand leadership to the most caught-up other voter (nats-server's leader step-down)
         and wait until that voter leads; its id, or None for a group of one voter, which
@@ -210,10 +219,7 @@ class RaftHost:
 
         self.on_output.append(watch)
         try:
-            group.wake()  # a quiet group ticks again: the transfer runs on ticks
-            self._woken.set()
-            group.transfer_leader(to)
-            self.pump()
+            self.transfer_leadership(to)
             deadline = time.monotonic() + timeout
             while group.is_leader or group.leader in (None, group.id):
                 moved.clear()

@@ -557,8 +557,7 @@ class StreamReplica:
 
     async def transfer_leadership(self, to: str) -> None:
         self._ensure_started()
-        self.group.transfer_leader(to)
-        self.host.pump()
+        self.host.transfer_leadership(to)
 
     # -- reads ------------------------------------------------------------------------------
     def _require_current(self) -> None:

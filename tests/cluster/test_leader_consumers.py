@@ -45,13 +45,17 @@ def move_leader(js, stream):
     """Transfer the stream's leadership to another replica and wait until it leads."""
     rid, handle, others = leader_handle(js, stream)
     assert rid is not None, "no leader"
-    ray.get(handle.transfer_leadership.remote(others[0]), timeout=30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        new, _, _ = leader_handle(js, stream)
-        if new not in (None, rid):
-            return new
-        time.sleep(0.05)
+        # raft gives a transfer up after an election timeout when its target did not catch
+        # up in time (a slow process): ask again until the leadership moved
+        ray.get(handle.transfer_leadership.remote(others[0]), timeout=30)
+        again = time.monotonic() + 3
+        while time.monotonic() < min(again, deadline):
+            new, _, _ = leader_handle(js, stream)
+            if new not in (None, rid):
+                return new
+            time.sleep(0.05)
     raise AssertionError("the leadership did not move")
 
 
