@@ -55,6 +55,10 @@ def test_a_paused_follower_costs_its_leader_bounded_memory_and_catches_up(js, st
             if start + BATCH == MESSAGES // 2:
                 peak_at_half = peak
         published_in = time.monotonic() - paused_at
+        st = ray.get(handles[lead].status.remote(), timeout=30)
+        # what the leader's log held then (reported when the memory bound fails)
+        log_held = {k: st.get(k) for k in ("first_index", "last_index", "snapshot_index",
+                                           "applied", "progress", "transport")}
         while time.monotonic() - paused_at < PAUSE:  # the pause the test is about
             peak = max(peak, leader_proc.memory_info().rss)
             time.sleep(0.5)
@@ -66,7 +70,8 @@ def test_a_paused_follower_costs_its_leader_bounded_memory_and_catches_up(js, st
     print(f"published {payload // MB} MB in {published_in:.1f}s with a follower paused; "
           f"leader RSS {rss_before // MB} -> {peak_at_half // MB} at half -> peak "
           f"{peak // MB} MB (+{growth // MB} MB, +{late // MB} MB in the second half)")
-    assert late < payload / 2 / 2, f"the second half grew the leader by {late // MB} MB"
+    assert late < payload / 2 / 2, (f"the second half grew the leader by {late // MB} MB; "
+                                    f"its log then: {log_held}")
     last = js.stream_info(name).state.last_seq
     assert last == MESSAGES + 1
     deadline = time.monotonic() + 120
