@@ -488,11 +488,14 @@ class MetaMember:
             out.append(assignment_dict(sa))
         return out
 
-    async def watch_streams(self, since: int, timeout: float,
-                            linearizable: bool = False) -> dict[str, Any]:
+    async def watch_streams(self, since: int, timeout: float, linearizable: bool = False,
+                            changes: bool = False) -> dict[str, Any]:
         """Every stream's assignment once the catalogue has moved past applied index
         ``since``: a long poll, ``{"applied": since, "streams": None}`` after ``timeout``
-        seconds without a change. The gateway's stream catalogue follows it."""
+        seconds without a change. The gateway's stream catalogue follows it.
+        ``changes``: answer only what changed after ``since`` where this member can tell,
+        ``{"applied", "changed": [assignment], "removed": [name]}`` (a follower of a
+        catalogue of thousands of streams then pays for one stream per change)."""
         if linearizable:
             await self._read()
         else:
@@ -501,7 +504,13 @@ class MetaMember:
             since, min(timeout, WATCH_LONGEST), self._require_leader)
         if applied == since:
             return {"applied": since, "streams": None}
-        return {"applied": applied, "streams": await self.list_streams(linearizable=False)}
+        known = changes and 0 <= since <= applied  # a watcher ahead of a new leader: all
+        delta = self.catalogue.changes_since(since) if known else None
+        if delta is None:
+            return {"applied": applied, "streams": await self.list_streams(linearizable=False)}
+        changed, removed = delta
+        return {"applied": self.catalogue.applied_index,
+                "changed": [assignment_dict(sa) for sa in changed], "removed": removed}
 
     # -- the account ------------------------------------------------------------------------
     async def set_limits(self, limits: dict[str, Any]) -> dict[str, Any]:

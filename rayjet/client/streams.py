@@ -334,16 +334,41 @@ class StreamsAPI:
         ``timeout`` seconds without a change (``since=-1``: at once). For followers of the
         catalogue, which then neither poll nor wake an idle meta group. A coroutine: it
         waits in the caller's event loop, not in a thread."""
-        if type(since) is not int or since < -1:
-            raise BadRequestError(f"since must be an applied index (-1 or more), not {since!r}")
-        if not isinstance(timeout, int | float) or not 0 <= timeout <= 3600:
-            raise BadRequestError(f"timeout must be 0..3600 seconds, not {timeout!r}")
+        self._check_watch(since, timeout)
         self._check_open()
         got = await self._meta.acall("watch_streams", since, timeout, linearizable,
                                      timeout=timeout + self.timeout)
         streams = got["streams"]
         return got["applied"], (None if streams is None
                                 else [StreamConfig.from_dict(a["config"]) for a in streams])
+
+    async def watch_stream_changes(self, since: int, timeout: float, *,
+                                   linearizable: bool = False
+                                   ) -> tuple[int, list[StreamConfig] | None, list[str]]:
+        """:meth:`watch_stream_configs` answering only what changed: ``(applied, configs,
+        removed)`` where ``configs`` are the streams made or changed after ``since`` and
+        ``removed`` the names deleted since; when the meta leader cannot tell (``since``
+        -1, older than what it remembers, or from before a snapshot), ``configs`` is every
+        stream and ``removed`` is None. ``(since, None, [])`` after ``timeout`` seconds
+        without a change. ``linearizable``: confirmed by the meta group's quorum first."""
+        self._check_watch(since, timeout)
+        self._check_open()
+        got = await self._meta.acall("watch_streams", since, timeout, linearizable, True,
+                                     timeout=timeout + self.timeout)
+        if "changed" in got:
+            return (got["applied"], [StreamConfig.from_dict(a["config"]) for a in got["changed"]],
+                    list(got["removed"]))
+        streams = got["streams"]
+        if streams is None:
+            return got["applied"], None, []
+        return got["applied"], [StreamConfig.from_dict(a["config"]) for a in streams], None
+
+    @staticmethod
+    def _check_watch(since: Any, timeout: Any) -> None:
+        if type(since) is not int or since < -1:
+            raise BadRequestError(f"since must be an applied index (-1 or more), not {since!r}")
+        if not isinstance(timeout, int | float) or not 0 <= timeout <= 3600:
+            raise BadRequestError(f"timeout must be 0..3600 seconds, not {timeout!r}")
 
     def find_stream_name_by_subject(self, subject: str) -> str:
         found = self._meta_call("lookup_subject", subject)

@@ -80,8 +80,9 @@ class JetStreamBridge:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rayjet-gateway")
         self.gateway: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        # stream catalogue: (name, subject filters); subject -> stream name or None
-        self._streams: list[tuple[str, tuple[str, ...]]] = []
+        # stream catalogue: name -> the subjects it captures; subject -> stream name or None
+        self._streams: dict[str, tuple[str, ...]] = {}
+        self._configs: dict[str, StreamConfig] = {}
         self._captures: dict[str, str | None] = {}
         self._direct: set[str] = set()  # streams that answer direct gets
         self._republishing: dict[str, tuple[Any, asyncio.Task]] = {}
@@ -175,43 +176,70 @@ class JetStreamBridge:
         """Take the stream catalogue again, confirmed by the meta group's quorum (for a
         publish nothing captured) unless ``linearizable=False``."""
         self._refreshed = time.monotonic()
-        try:
-            applied, configs = await self.js.watch_stream_configs(
-                -1, 0.0, linearizable=linearizable)
+        since = self._applied
+        try:  # what changed since the catalogue's index, or every stream
+            applied, configs, removed = await self.js.watch_stream_changes(
+                since, 0.0, linearizable=linearizable)
         except APIError as exc:
             log.warning("stream catalogue not refreshed: %s", exc)
             return
-        if applied >= self._applied:  # not older than what the watch brought meanwhile
-            await self._take_catalogue(applied, configs or [])
+        if configs is not None and since == self._applied:  # the watch took no change since
+            await self._take_catalogue(applied, configs, removed)
 
-    async def _take_catalogue(self, applied: int, configs: list[StreamConfig]) -> None:
-        if applied != self._applied:  # a stream may have been re-created or moved
-            self.publisher.forget_streams()
+    async def _take_catalogue(self, applied: int, configs: list[StreamConfig],
+                              removed: list[str] | None = None) -> None:
+        """Every stream's config (``removed`` None), or those made or changed since the
+        catalogue's applied index and the names deleted since: a change costs what changed."""
+        if removed is None:
+            if applied != self._applied:  # a stream may have been re-created or moved
+                self.publisher.forget_streams()
+            gone = set(self._configs) - {c.name for c in configs}
+            self._configs = {}
+        else:
+            gone = set(removed)
         self._applied = applied
-        streams = [_captured(c) for c in configs]
-        self._direct = {c.name for c in configs if c.allow_direct or c.mirror_direct}
-        if streams != self._streams:
-            self._streams = streams
-            self._captures.clear()
-        await self._follow_republish({c.name for c in configs if c.republish})
+        for name in gone:
+            self._configs.pop(name, None)
+        for config in configs:
+            self._configs[config.name] = config
+        self._changed({c.name for c in configs} | gone, whole=removed is None)
+        await self._follow_republish({n for n, c in self._configs.items() if c.republish})
+
+    def _changed(self, names: set[str], *, whole: bool = False) -> None:
+        """The routing of streams ``names`` (``whole``: of every stream) from their configs."""
+        if whole:
+            streams = dict(_captured(c) for c in self._configs.values())
+            self._direct = {n for n, c in self._configs.items()
+                            if c.allow_direct or c.mirror_direct}
+            if streams != self._streams:
+                self._streams = streams
+                self._captures.clear()
+            return
+        for name in names:
+            self.publisher.forget_streams(name)
+            config = self._configs.get(name)
+            captured = None if config is None else _captured(config)[1]
+            if self._streams.get(name) != captured:
+                self._captures.clear()
+            if captured is None:
+                self._streams.pop(name, None)
+            else:
+                self._streams[name] = captured
+            if config is not None and (config.allow_direct or config.mirror_direct):
+                self._direct.add(name)
+            else:
+                self._direct.discard(name)
 
     async def _changed_stream(self, name: str, config: StreamConfig | None) -> None:
         """One stream made, changed (``config``) or deleted (None) through this gateway: its
         entry of the catalogue, without listing every stream again (a client making
         hundreds of streams would pay for all of them each time)."""
-        streams = [entry for entry in self._streams if entry[0] != name]
-        self.publisher.forget_streams(name)
-        self._direct.discard(name)
-        republishing = set(self._republishing) - {name}
-        if config is not None:
-            streams.append(_captured(config))
-            if config.allow_direct or config.mirror_direct:
-                self._direct.add(name)
-            if config.republish:
-                republishing.add(name)
-        self._streams = streams
-        self._captures.clear()
-        await self._follow_republish(republishing)
+        if config is None:
+            self._configs.pop(name, None)
+        else:
+            self._configs[name] = config
+        self._changed({name})
+        await self._follow_republish({n for n, c in self._configs.items() if c.republish})
 
     async def _follow_republish(self, names: set[str]) -> None:
         """What streams republish goes to core subscribers, as nats-server republishes."""
@@ -247,7 +275,7 @@ class JetStreamBridge:
         leaves an idle meta group quiet."""
         while True:
             try:
-                applied, configs = await self.js.watch_stream_configs(
+                applied, configs, removed = await self.js.watch_stream_changes(
                     self._applied, CATALOGUE_WATCH)
             except APIError as exc:  # no meta leader for now: try again shortly
                 log.info("stream catalogue not followed: %s", exc)
@@ -259,13 +287,13 @@ class JetStreamBridge:
                 continue
             if configs is not None:
                 self._refreshed = time.monotonic()
-                await self._take_catalogue(applied, configs)
+                await self._take_catalogue(applied, configs, removed)
 
     def stream_for(self, subject: str) -> str | None:
         if subject in self._captures:
             return self._captures[subject]
         found = None
-        for name, filters in self._streams:
+        for name, filters in self._streams.items():
             if filters and matches_any(subject, filters):
                 found = name
                 break

@@ -381,9 +381,11 @@ class Gateway:
             if wants_answer:
                 self.route(reply, None, NO_RESPONDERS, b"")
 
-        if self.bridge is not None and self.bridge.catalogue_stale() \
-                and not subject.startswith("$JS."):
-            # a stream made since the catalogue was read (by another client) captures it
+        if self.bridge is not None and not subject.startswith("$JS.") and (
+                (reply and not delivered) or self.bridge.catalogue_stale()):
+            # a stream made since the catalogue was read (by another client) captures it:
+            # a request nobody answered looks again at once (its sender waits on the
+            # answer), other publishes when the catalogue is old enough
             self.bridge.recheck(subject, reply, hdr, payload, no_responders)
         else:
             no_responders()

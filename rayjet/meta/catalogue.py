@@ -127,11 +127,45 @@ class StreamAssignment:
         return tuple(f"r{n}" for n in range(start, start + count))
 
 
+# names of deleted streams remembered for changes_since beyond one per live stream
+TOMBSTONES = 1000
+
+
 class Catalogue:
     def __init__(self, *, limits: AccountLimits = NO_LIMITS) -> None:
         self.streams: dict[str, StreamAssignment] = {}
         self.applied_index = 0
         self.limits = limits
+        # stream name -> index of the op that last changed it (deleted ones too), oldest
+        # first; complete for every op after ``tracked_from`` (see changes_since)
+        self.changed: dict[str, int] = {}
+        self.tracked_from = 0
+
+    def changes_since(self, since: int) -> tuple[list[StreamAssignment], list[str]] | None:
+        """The streams made or changed by ops after index ``since`` and the names of those
+        deleted since; None when this catalogue cannot tell (``since`` is older than what
+        it tracks: it was restored from a snapshot, or forgot old deletions), and the
+        caller takes every stream instead. Costs what changed, not the catalogue's size."""
+        if since < self.tracked_from:
+            return None
+        changed, removed = [], []
+        for name, index in reversed(self.changed.items()):  # newest first
+            if index <= since:
+                break
+            sa = self.streams.get(name)
+            if sa is None:
+                removed.append(name)
+            else:
+                changed.append(sa)
+        return changed, removed
+
+    def _note_change(self, index: int, name: str) -> None:
+        self.changed.pop(name, None)
+        self.changed[name] = index
+        excess = len(self.changed) - len(self.streams) - TOMBSTONES
+        if excess > 0:  # forget the oldest entries: asked about before them, answer None
+            for old in list(self.changed)[:excess]:
+                self.tracked_from = max(self.tracked_from, self.changed.pop(old))
 
     # -- reads ------------------------------------------------------------------------------
     def stream(self, name: str) -> StreamAssignment:
@@ -319,6 +353,13 @@ class Catalogue:
         if op.kind == SET_LIMITS:
             self.limits = AccountLimits.from_dict(op.config or {})
             return self.limits
+        result = self._apply_to_stream(index, op)
+        if result is not None:
+            self._note_change(index, op.stream)
+        return result
+
+    def _apply_to_stream(self, index: int, op: MetaOp
+                         ) -> StreamAssignment | ConsumerAssignment | tuple[str, ...] | None:
         if op.kind == ADD_STREAM:
             if op.stream in self.streams:
                 return self.streams[op.stream]
@@ -389,6 +430,7 @@ class Catalogue:
             streams[config.name] = sa
         self.streams = streams
         self.applied_index = applied
+        self.changed, self.tracked_from = {}, applied  # what the snapshot hides is unknown
 
     def digest(self) -> str:
         """A digest of what the catalogue holds, equal on members that hold the same

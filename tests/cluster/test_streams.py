@@ -266,3 +266,31 @@ def test_watching_the_catalogue_answers_changes_and_refuses_bad_arguments(js, st
 
     asyncio.run(run())
     js.delete_stream(stream_name)
+
+
+def test_watching_the_catalogues_changes_answers_only_what_changed(js, stream_name):
+    import asyncio
+
+    made, gone = f"{stream_name}M", f"{stream_name}G"
+    js.add_stream(name=gone, subjects=[f"{gone}.>"])
+
+    async def run():
+        applied, every, removed = await js.watch_stream_changes(-1, 0.0)
+        assert removed is None and gone in {c.name for c in every}  # all, to start from
+        assert await js.watch_stream_changes(applied, 0.05) == (applied, None, [])
+        await asyncio.to_thread(js.add_stream, name=made, subjects=[f"{made}.>"])
+        await asyncio.to_thread(js.delete_stream, gone)
+        seen: dict[str, bool] = {}
+        since = applied
+        while len(seen) < 2:  # one answer per change, or both in one
+            since, configs, removed = await asyncio.wait_for(
+                js.watch_stream_changes(since, 20.0), 30)
+            assert removed is not None  # what changed, not every stream
+            seen.update({c.name: True for c in configs if c.name in (made, gone)})
+            seen.update({name: False for name in removed if name in (made, gone)})
+        assert seen == {made: True, gone: False}
+        with pytest.raises(BadRequestError):
+            await js.watch_stream_changes(-2, 1.0)
+
+    asyncio.run(run())
+    js.delete_stream(made)

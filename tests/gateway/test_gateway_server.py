@@ -797,7 +797,7 @@ def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch): 
 
     gw = gateway()
     entered = threading.Event()
-    real = js.watch_stream_configs
+    real = js.watch_stream_changes
 
     async def slow(since, timeout, *, linearizable=False):
         if linearizable:  # the recheck's read (following the catalogue is not linearizable)
@@ -805,7 +805,7 @@ def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch): 
             await asyncio.Event().wait()  # in flight until the gateway's stop ends it
         return await real(since, timeout, linearizable=linearizable)
 
-    monkeypatch.setattr(js, "watch_stream_configs", slow)
+    monkeypatch.setattr(js, "watch_stream_changes", slow)
 
     async def run():
         nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")

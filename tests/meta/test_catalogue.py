@@ -236,3 +236,45 @@ def test_replica_numbers():
     assert replica_number("x1") is None and replica_number("r") is None
     assert next_replica_after(["r0", "r7", "odd"]) == 8
     assert next_replica_after([]) == 0
+
+
+def test_changes_since_names_what_changed_and_what_was_deleted():
+    cat = Catalogue()
+    add(cat, "A", ["a.*"])
+    add(cat, "B", ["b.*"])
+    mark = cat.applied_index
+    assert cat.changes_since(mark) == ([], [])
+    add(cat, "C", ["c.*"])
+    apply(cat, cat.prepare_update_stream(StreamConfig(name="A", subjects=["a.*"],
+                                                      description="changed"),
+                                         peers=(("r0", "n0"),)))
+    apply(cat, cat.prepare_delete_stream("B"))
+    changed, removed = cat.changes_since(mark)
+    assert sorted(sa.name for sa in changed) == ["A", "C"] and removed == ["B"]
+    assert [sa.config.description for sa in changed if sa.name == "A"] == ["changed"]
+    # a stream deleted and made again since counts as changed, not removed
+    apply(cat, cat.prepare_delete_stream("C"))
+    add(cat, "C", ["c.>"])
+    changed, removed = cat.changes_since(mark)
+    assert sorted(sa.name for sa in changed) == ["A", "C"] and removed == ["B"]
+    assert cat.changes_since(cat.applied_index) == ([], [])
+
+
+def test_changes_since_before_a_snapshot_or_forgotten_deletions_is_unknown(monkeypatch):
+    from rayjet.meta import catalogue as module
+
+    cat = Catalogue()
+    add(cat, "A", ["a.*"])
+    restored = Catalogue()
+    restored.restore(cat.snapshot())
+    assert restored.changes_since(0) is None  # the snapshot does not say when A came
+    assert restored.changes_since(restored.applied_index) == ([], [])
+    monkeypatch.setattr(module, "TOMBSTONES", 2)
+    mark = cat.applied_index
+    for i in range(4):  # more deletions than it remembers
+        add(cat, f"T{i}", [f"t{i}.*"])
+        apply(cat, cat.prepare_delete_stream(f"T{i}"))
+    assert cat.changes_since(mark) is None
+    assert len(cat.changed) <= len(cat.streams) + 2
+    recent = cat.applied_index - 1  # the last deletion is still known
+    assert cat.changes_since(recent) == ([], ["T3"])
