@@ -8,6 +8,7 @@ engine's imports, so a host restores its records without loading them.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ def never_started(spec: tuple[str, tuple, dict]) -> bool:
 
 
 RESTING_ANSWERS = frozenset({"ping", "ready", "info", "leader_id"})
+RESTING_INFOS = 10_000  # resting streams' infos kept built in this process (a listing asks)
+_resting_infos: dict[tuple, dict[str, Any]] = {}
 
 
 def resting_answer(spec: tuple[str, tuple, dict], method: str, args: tuple,
@@ -58,7 +61,14 @@ def resting_answer(spec: tuple[str, tuple, dict], method: str, args: tuple,
     if method == "info" and (any(args) or any(kwargs.values())):
         return False, None  # subject totals or deleted details: ask the store
     created_ns = spec_kwargs.get("created_ns", 0)
-    info = new_stream_info(StreamConfig.from_dict(config), created_ns, group, replica_id)
+    key = (group, replica_id, created_ns, json.dumps(config, sort_keys=True, default=str))
+    known = _resting_infos.get(key)
+    if known is None:  # an engine over an empty store says it: worth building once
+        if len(_resting_infos) >= RESTING_INFOS:
+            _resting_infos.clear()
+        known = _resting_infos[key] = new_stream_info(StreamConfig.from_dict(config),
+                                                      created_ns, group, replica_id)
+    info = {**known, "cluster": dict(known["cluster"])}
     since = datetime.fromtimestamp(created_ns / 1e9, tz=UTC) if created_ns else None
     info["cluster"].update(leader_since=since, replicas=[])
     info.update(replica=replica_id, mirror=None, sources=[])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -26,6 +27,21 @@ from rayjet.errors import (
 )
 
 INFO_THREADS = 16  # stream infos asked at once (each mostly waits on its replica)
+PARSED_CONFIGS = 4096  # stream configs kept parsed, by their JSON (a listing's are many)
+_parsed: dict[str, StreamConfig] = {}
+
+
+def _parsed_config(raw: dict[str, Any]) -> StreamConfig:
+    """``StreamConfig.from_dict(raw)``, parsed once per distinct config: a listing of
+    hundreds of streams would otherwise spend most of its time rebuilding the same ones
+    (StreamConfig is immutable, so one object serves every info that has that config)."""
+    key = json.dumps(raw, sort_keys=True, default=str)
+    config = _parsed.get(key)
+    if config is None:
+        if len(_parsed) >= PARSED_CONFIGS:
+            _parsed.clear()
+        config = _parsed[key] = StreamConfig.from_dict(raw)
+    return config
 
 
 def _config(config: StreamConfig | dict | None, params: dict[str, Any]) -> StreamConfig:
@@ -46,7 +62,7 @@ def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
     created = assignment.get("created_ns") or raw.get("created_ns") or 0
     cluster = dict(raw.get("cluster") or {})
     return StreamInfo(
-        config=StreamConfig.from_dict(raw["config"]), state=state,
+        config=_parsed_config(raw["config"]), state=state,
         created=datetime.fromtimestamp(created / 1e9, tz=UTC) if created else None,
         cluster=cluster or None, timestamp=datetime.now(tz=UTC),
         mirror=raw.get("mirror"), sources=tuple(raw.get("sources") or ()))

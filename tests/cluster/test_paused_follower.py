@@ -33,7 +33,10 @@ def _last_seq(handle) -> int:
 
 def test_a_paused_follower_costs_its_leader_bounded_memory_and_catches_up(js, stream_name):
     name = stream_name
-    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE)
+    # dedicated: the leader's process holds this replica only, so its memory is the
+    # replica's (a shared host's also grows with whatever else it runs)
+    js.add_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage=StorageType.FILE,
+                  hosting="dedicated")
     js.publish(f"{name}.warm", b"up")
     handles = replica_handles(js, name)
     lead = leader_id(js, name)
