@@ -123,8 +123,24 @@ def _answers_unstarted(config: StreamConfig) -> bool:
     return config.shared_hosting and config.mirror is None and not config.sources
 
 
+_config_dicts: dict[int, tuple[StreamConfig, dict[str, Any]]] = {}  # id(config) -> its JSON
+
+
+def _config_dict(config: StreamConfig) -> dict[str, Any]:
+    """``config.to_dict()``, made once per config object (they are immutable; a listing of
+    hundreds of streams would otherwise spend most of its time on them). Not to mutate."""
+    hit = _config_dicts.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_config_dicts) >= 10_000:
+        _config_dicts.clear()
+    doc = config.to_dict()
+    _config_dicts[id(config)] = (config, doc)
+    return doc
+
+
 def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
-    return {"config": sa.config.to_dict(), "created_ns": sa.created_ns, "group": sa.group,
+    return {"config": _config_dict(sa.config), "created_ns": sa.created_ns, "group": sa.group,
             "peers": [list(p) for p in sa.peers],
             "consumers": sorted(sa.consumers)}
 

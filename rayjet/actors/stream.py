@@ -675,7 +675,7 @@ class StreamReplica:
         try:
             got = await meta_router().acall("account_usage", timeout=ACCOUNT_TIMEOUT)
         except Exception as err:  # noqa: BLE001 - consumers here do not wait on the meta group
-            log.info("stream %s: account limits not known (%r)", self.name, err)
+            log.info("stream %s: account limits not known (%r)", self.engine.name, err)
             return (cached[1], cached[2]) if cached is not None else (NO_LIMITS, 0)
         self._account = (now, AccountLimits.from_dict(got["limits"]), int(got["consumers"]))
         return self._account[1], self._account[2]
