@@ -68,14 +68,6 @@ def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
         mirror=raw.get("mirror"), sources=tuple(raw.get("sources") or ()))
 
 
-def _same_replicas(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether two assignments of a stream name the same replicas (a router made for one
-    serves the other)."""
-    return (old["group"] == new["group"]
-            and [list(p) for p in old["peers"]] == [list(p) for p in new["peers"]]
-            and old["config"].get("hosting") == new["config"].get("hosting"))
-
-
 class StreamsAPI:
     """Mixed into :class:`rayjet.client.JetStream`; needs ``_meta`` and ``timeout``."""
 
@@ -96,12 +88,11 @@ class StreamsAPI:
         cached = self._routers.get(name)
         if cached is None or refresh:
             assignment = self._meta_call("stream_assignment", name)
-            if cached is not None and _same_replicas(cached[0], assignment):
-                router = cached[1]  # its leader and handles still hold (no name lookups)
-            else:
-                router = stream_router(assignment)
-                if cached is not None and cached[0]["group"] == assignment["group"]:
-                    router.leader = cached[1].leader
+            # a new router: a replica re-created under its name has a new actor, and the
+            # old handle would fail the next write as if it had died during it
+            router = stream_router(assignment)
+            if cached is not None and cached[0]["group"] == assignment["group"]:
+                router.leader = cached[1].leader
             cached = (assignment, router)
             self._routers[name] = cached
         return cached
