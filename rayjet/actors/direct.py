@@ -97,8 +97,11 @@ class _Shared:
         self.stats["lookups"] += 1
         try:
             addr = data_plane.address_of(name)
-        except Exception:  # noqa: BLE001 - the control store is busy: actor calls meanwhile
-            addr = None
+        except Exception:  # noqa: BLE001 - the control store is busy
+            # the address known before stays in use (a wrong one fails over by itself);
+            # with none, actor calls meanwhile
+            known = self.addresses.get(name)
+            addr = None if known is None else known[0]
         self.addresses[name] = (addr, time.monotonic() + (ADDRESS_TTL if addr else MISSING_TTL))
         return addr
 

@@ -174,28 +174,32 @@ class HostPost:
     def __init__(self, host: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.host = host
         self.loop = loop
-        self.pending: list[tuple[str, list, Callable[[], None]]] = []
+        self.pending: list[tuple[str, list, Callable[[], None], Callable[[], None]]] = []
 
-    def add(self, name: str, messages: list, on_gone: Callable[[], None]) -> None:
+    def add(self, name: str, messages: list, on_gone: Callable[[], None],
+            on_answered: Callable[[], None]) -> None:
         """Queue ``messages`` for hosted replica ``name``; ``on_gone()`` runs (on the event
-        loop) when the host died or no longer runs it."""
+        loop) when the host died or no longer runs it, ``on_answered()`` (on Ray's thread)
+        when the call carrying them ended, however."""
         if not self.pending:
             self.loop.call_soon(self.flush)
-        self.pending.append((name, messages, on_gone))
+        self.pending.append((name, messages, on_gone, on_answered))
 
     def flush(self) -> None:
         batch, self.pending = self.pending, []
         if not batch:
             return
-        ref = self.host.deliver.remote([(name, msgs) for name, msgs, _ in batch])
+        ref = self.host.deliver.remote([(name, msgs) for name, msgs, _, _ in batch])
         loop = self.loop
 
         def gone(names: set[str] | None) -> None:  # None: all of them
-            for name, _msgs, on_gone in batch:
+            for name, _msgs, on_gone, _ in batch:
                 if names is None or name in names:
                     on_gone()
 
         def done(fut: Any) -> None:  # on Ray's thread: hand over to the event loop
+            for _name, _msgs, _, on_answered in batch:
+                on_answered()
             if fut.cancelled():
                 return
             exc = fut.exception()
@@ -218,9 +222,10 @@ class HostPost:
 _posts: dict[str, HostPost] = {}  # by host name, in this process
 
 
-def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], None]) -> bool:
+def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], None],
+                 on_answered: Callable[[], None] = lambda: None) -> bool:
     """Send raft ``messages`` to a hosted replica with the others bound for its host in
-    this loop turn; False (nothing sent) outside an event loop."""
+    this loop turn (see :meth:`HostPost.add`); False (nothing sent) outside an event loop."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -229,7 +234,7 @@ def post_to_host(handle: HostedHandle, messages: list, on_gone: Callable[[], Non
     if post is None or post.loop is not loop:
         post = _posts[handle.host_name] = HostPost(handle.host, loop)
     post.host = handle.host  # the newest lookup: a host re-created under its name
-    post.add(handle.name, messages, on_gone)
+    post.add(handle.name, messages, on_gone, on_answered)
     return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -241,6 +242,14 @@ def is_api_error(exc: BaseException) -> bool:
 
 LOOKUP_BACKOFF = 1.0  # seconds before a peer whose name was not found is looked up again
 ADDRESS_RECHECK = 10.0  # seconds between reads of a known peer's data-plane address
+# bytes of raft messages in actor calls a peer has not answered yet, past which more are
+# dropped (raft sends again): a paused or stuck peer's calls wait in Ray with their
+# arguments, in this process's memory, as the data plane's per-peer budget bounds its own
+CALL_BUDGET = 16 * 1024 * 1024
+
+
+def _size(messages: list) -> int:
+    return sum(m.size() for m in messages)
 
 
 class PeerSender:
@@ -254,6 +263,9 @@ class PeerSender:
     blocks); messages for that peer wait for it (a few batches at most) and go out once
     it is known, as a slow network would deliver them. A name not found is looked up
     again only after ``LOOKUP_BACKOFF``.
+
+    Actor calls a peer has not answered hold at most ``CALL_BUDGET`` bytes of messages;
+    past it a batch is dropped (``call_dropped``), as the data plane drops over its budget.
 
     ``stats`` counts what happened: ``sent`` calls, ``failed`` calls whose actor had died,
     ``dropped`` handles, ``to_removed`` messages addressed to a peer this replica saw removed
@@ -270,7 +282,9 @@ class PeerSender:
         self._addresses: dict[str, tuple[str, int]] = {}  # peer -> its data-plane address
         self._address_checked: dict[str, float] = {}  # peer -> when to read it again
         self.stats = {"sent": 0, "failed": 0, "dropped": 0, "to_removed": 0, "lookups": 0,
-                      "direct": 0, "direct_dropped": 0, "refused": 0}
+                      "direct": 0, "direct_dropped": 0, "refused": 0, "call_dropped": 0}
+        self._in_calls: dict[str, int] = {}  # peer -> bytes in its unanswered actor calls
+        self._in_calls_lock = threading.Lock()  # answers arrive on Ray's thread
         # told when a peer's process is seen gone (its data-plane address refuses
         # connections): the raft host then elects at once if that peer led
         self.on_gone: Callable[[str], None] | None = None
@@ -388,20 +402,36 @@ class PeerSender:
             self._send(peer, handle, messages)
 
     def _send(self, peer: str, handle: Any, messages: list) -> None:
+        size = _size(messages)
+        with self._in_calls_lock:
+            waiting = self._in_calls.get(peer, 0)
+            if waiting and waiting + size > CALL_BUDGET:
+                self.stats["call_dropped"] += 1
+                return
+            self._in_calls[peer] = waiting + size
         self.stats["sent"] += 1
-        if isinstance(handle, HostedHandle) and post_to_host(
-                handle, messages, lambda: self._failed(peer, handle)):
-            return  # with every other group's messages for that host, in one call
-        ref = handle.receive.remote(messages)
-        self._watch(peer, handle, ref)
 
-    def _watch(self, peer: str, handle: Any, ref: Any) -> None:
+        def answered() -> None:
+            with self._in_calls_lock:
+                left = self._in_calls.get(peer, 0) - size
+                if left > 0:
+                    self._in_calls[peer] = left
+                else:
+                    self._in_calls.pop(peer, None)
+
+        if isinstance(handle, HostedHandle) and post_to_host(
+                handle, messages, lambda: self._failed(peer, handle), answered):
+            return  # with every other group's messages for that host, in one call
+        self._watch(peer, handle, handle.receive.remote(messages), answered)
+
+    def _watch(self, peer: str, handle: Any, ref: Any, answered: Callable[[], None]) -> None:
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
 
         def done(fut: Any) -> None:
+            answered()
             if fut.cancelled():
                 return
             exc = fut.exception()

@@ -148,6 +148,11 @@ class Message:
                            self.index, self.entries, self.commit, self.reject,
                            self.reject_hint, self.snapshot, self.context, self.quiesce))
 
+    def size(self) -> int:
+        """Roughly the bytes it carries (entries, snapshot, context) plus a fixed cost."""
+        snap = 0 if self.snapshot is None else len(self.snapshot.data)
+        return 64 + sum(e.size() for e in self.entries) + snap + len(self.context)
+
     def describe(self) -> str:
         parts = [f"{self.frm}->{self.to} {_NAMES[self.type]} Term:{self.term}"]
         t = self.type

@@ -9,6 +9,11 @@ from concurrent.futures import Future
 import ray
 
 from rayjet.actors import router
+from rayjet.raft import Message, MessageType
+
+
+def msg(tag: str) -> Message:
+    return Message(MessageType.HEARTBEAT, to="b", frm="a", context=tag.encode())
 
 
 class _Handle:
@@ -35,17 +40,17 @@ def test_peer_sender_looks_handles_up_in_a_thread_and_delivers_what_waited(monke
     send = router.PeerSender(lambda peer: f"actor-{peer}")
 
     async def run() -> None:
-        send("b", ["m1"])
-        send("b", ["m2"])  # one lookup for both
+        send("b", [msg("m1")])
+        send("b", [msg("m2")])  # one lookup for both
         assert got == []  # nothing blocked: the lookup runs meanwhile
         for _ in range(100):
             if got:
                 break
             await asyncio.sleep(0.01)
-        send("b", ["m3"])  # known now: straight out
+        send("b", [msg("m3")])  # known now: straight out
 
     asyncio.run(run())
-    assert got == [["m1"], ["m2"], ["m3"]]
+    assert got == [[msg("m1")], [msg("m2")], [msg("m3")]]
     assert loop_thread == [False]  # looked up once, off the event loop's thread
 
 
@@ -57,7 +62,7 @@ def test_peer_sender_forgets_a_failed_lookup(monkeypatch):
     send = router.PeerSender(lambda peer: peer)
 
     async def run() -> None:
-        send("x", ["m"])
+        send("x", [msg("m")])
         await asyncio.sleep(0.1)
 
     asyncio.run(run())

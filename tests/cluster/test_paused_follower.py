@@ -53,7 +53,8 @@ def test_a_paused_follower_costs_its_leader_bounded_memory_and_catches_up(js, st
         for start in range(0, MESSAGES, BATCH):
             acks = js.publish_batch([(f"{name}.m", b"%08d" % i + filler)
                                      for i in range(start, start + BATCH)], timeout=60)
-            assert all(not isinstance(a, Exception) for a in acks)
+            failed = [a for a in acks if isinstance(a, Exception)]
+            assert not failed, (len(failed), repr(failed[0]))
             peak = max(peak, leader_proc.memory_info().rss)
             if start + BATCH == MESSAGES // 2:
                 peak_at_half = peak
@@ -72,7 +73,8 @@ def test_a_paused_follower_costs_its_leader_bounded_memory_and_catches_up(js, st
     late = peak - peak_at_half
     print(f"published {payload // MB} MB in {published_in:.1f}s with a follower paused; "
           f"leader RSS {rss_before // MB} -> {peak_at_half // MB} at half -> peak "
-          f"{peak // MB} MB (+{growth // MB} MB, +{late // MB} MB in the second half)")
+          f"{peak // MB} MB (+{growth // MB} MB, +{late // MB} MB in the second half); "
+          f"transport {log_held['transport']}")
     assert late < payload / 2 / 2, (f"the second half grew the leader by {late // MB} MB; "
                                     f"its log then: {log_held}")
     last = js.stream_info(name).state.last_seq

@@ -4,6 +4,7 @@ node affinity), over the data plane, with the actor call when no connection can 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import ray
 
@@ -49,7 +50,13 @@ def test_pages_go_over_the_data_plane_and_fall_back_to_actor_calls(js, stream_na
                                                                     monkeypatch):
     s = _stream(js, stream_name, 3000, replicas=1)
     plan = make_plan(js, s, page_msgs=500)
-    list(read_piece(plan, 1, 10, 0))  # the replica's address is known from here on
+    deadline = time.monotonic() + 30
+    while True:  # until a page went direct: the replica's address is known from here on
+        before = direct.stats()["direct"]
+        list(read_piece(plan, 1, 10, 0))
+        if direct.stats()["direct"] > before:
+            break
+        assert time.monotonic() < deadline, direct.stats()
     before = direct.stats()["direct"]
     blocks = list(read_piece(plan, 1, 3000, 0))
     assert sum(b.num_rows for b in blocks) == 3000
