@@ -165,7 +165,12 @@ class BlockingClient:
             writer.transport.abort()  # the duplicate keeps the connection open
             return fd
 
-        fd = asyncio.run(handshake())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # none: the handshake runs on a loop of its own
+            fd = asyncio.run(handshake())
+        else:  # said before the coroutine is made (one never awaited warns)
+            raise RuntimeError("a blocking connection cannot be made on an event loop's thread")
         sock = socket.socket(fileno=fd)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buf.clear()

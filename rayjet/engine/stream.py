@@ -467,8 +467,15 @@ class StreamEngine(ColumnarPublish):
             try:
                 self.store.load_msg(seq)
             except NotFoundError:
-                raise error_for("STREAM_MSG_DELETE_FAILED", "no message found") from None
+                raise self._not_deleted(seq) from None
         return DeleteOp(seq, bool(erase))
+
+    def _not_deleted(self, seq: int) -> APIError:
+        """nats-server's answers to deleting a sequence that holds no message: past the
+        end, the store's EOF; at or below it (deleted already, or never there), 10043."""
+        if seq > self.store.fast_state().last_seq:
+            return error_for("STREAM_MSG_DELETE_FAILED", "stream store EOF")
+        return error_for("SEQUENCE_NOT_FOUND", seq=seq)
 
     def prepare_update(self, config: StreamConfig) -> UpdateConfigOp:
         """Checks the editable-field rules; the new limits reach the store when applied."""
@@ -866,8 +873,7 @@ class StreamEngine(ColumnarPublish):
         ok = self.store.erase_msg(op.seq) if op.erase else self.store.remove_msg(op.seq)
         self.interest.forget(op.seq)
         if not ok:
-            return ApplyResult(op, ok=False, value=False,
-                               error=error_for("STREAM_MSG_DELETE_FAILED", "no message found"))
+            return ApplyResult(op, ok=False, value=False, error=self._not_deleted(op.seq))
         return ApplyResult(op, value=True)
 
     def _apply_config(self, op: UpdateConfigOp) -> ApplyResult:

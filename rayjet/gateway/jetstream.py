@@ -467,11 +467,15 @@ class JetStreamBridge:
                     left = 0.0 if no_wait else NO_EXPIRY_PULL
                 else:
                     left = max(end - time.monotonic(), 0.001)
+                # the heartbeats are the gateway's (above); the consumer's waiting pull gets
+                # one that fits what is left of the expiry, which the request's own
+                # (checked against the whole expiry, as nats-server does) may not: the
+                # JavaScript client asks for exactly half
+                wait_hb = 0.0 if probe else min(hb, left / 2)
                 try:
                     link = await self.link_for(stream, consumer)
                     call = asyncio.ensure_future(self.call(
-                        link.pull, batch, left, max_bytes, no_wait, 0.0 if probe else hb,
-                        answers, ranges))
+                        link.pull, batch, left, max_bytes, no_wait, wait_hb, answers, ranges))
                     answers, ranges = None, ()  # applied with the first call
                     if end is not None and not probe:
                         await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))

@@ -18,6 +18,7 @@ from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
+from rayjet.errors.table import ERRORS
 from rayjet.subjects import subjects_collide
 
 API_PREFIX = "$JS.API."
@@ -43,6 +44,11 @@ def parse_body(payload: bytes) -> dict[str, Any]:
 def error_response(err: BaseException, kind: str = "") -> dict[str, Any]:
     if isinstance(err, APIError):
         wire = err.to_wire()
+        row = ERRORS.get(err.spec)
+        if row is not None and row.err_code == err.err_code and "{" not in row.description:
+            # nats-server's own words where its text is fixed: clients match on some
+            # ("stream not found" makes the JavaScript client create a KV bucket)
+            wire["description"] = row.description
     else:
         wire = {"code": 500, "err_code": 10000, "description": str(err) or type(err).__name__}
     out: dict[str, Any] = {"error": wire}

@@ -47,8 +47,13 @@ def test_delete_and_erase(make):
     assert h.apply(h.engine.prepare_delete(3, erase=True)).value is True
     st = h.state()
     assert st.msgs == 4 and st.deleted == [2, 3]
-    with refused(10057):
+    # as nats-server answers: a sequence deleted already, and one past the end
+    with refused(10043) as err:
         h.engine.prepare_delete(2)
+    assert err.value.description == "sequence 2 not found" and err.value.code == 400
+    with refused(10057) as err:
+        h.engine.prepare_delete(st.last_seq + 1)
+    assert err.value.description == "stream store EOF" and err.value.code == 500
 
 
 def test_deny_delete(make):

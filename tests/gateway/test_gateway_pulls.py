@@ -67,6 +67,23 @@ def test_a_no_wait_pull_gets_its_messages_and_no_heartbeat(gateway, js, stream_n
     assert "100" not in got, got
 
 
+def test_a_pull_whose_heartbeat_is_half_its_expiry_is_served(gateway, js, stream_name,  # noqa: F811
+                                                             drop_new_streams):  # noqa: F811
+    """The JavaScript client's consume() and fetch() ask for heartbeats of exactly half the
+    expiry, which nats-server accepts (it refuses more than half)."""
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    js.publish_batch([(f"{stream_name}.m", b"%d" % i) for i in range(2)])
+    js.add_consumer(stream_name, durable_name="C")
+    gw = gateway()
+    request = {"batch": 3, "expires": 2_000_000_000, "idle_heartbeat": 1_000_000_000}
+    got = asyncio.run(_pull(gw.port, stream_name, request, until=3, wait=1.0))
+    assert got[:2] == [1, 2], got  # the rest of the batch waits: no 400
+    assert "400" not in got, got
+    request["idle_heartbeat"] += 1  # over half: refused as nats-server refuses it
+    got = asyncio.run(_pull(gw.port, stream_name, request, until=1, wait=1.0))
+    assert got == ["400"], got
+
+
 @pytest.mark.parametrize("no_wait", [False, True], ids=["waiting", "no_wait_with_expiry"])
 def test_a_waiting_pull_gets_heartbeats_while_nothing_comes(gateway, js, stream_name,  # noqa: F811
                                                             drop_new_streams,  # noqa: F811

@@ -822,3 +822,32 @@ def test_stopping_ends_a_catalogue_recheck_in_flight(gateway, js, monkeypatch): 
     gw.stop()
     assert loop.is_closed()
     assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
+
+
+def test_api_errors_carry_nats_servers_fixed_texts(gateway, js, stream_name,  # noqa: F811
+                                                   drop_new_streams):  # noqa: F811
+    """Clients match on some descriptions: the JavaScript client creates a KV bucket or an
+    object store only when its stream's info answers exactly "stream not found"."""
+    import json
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+
+        async def ask(subject, body=b""):
+            msg = await nc.request("$JS.API." + subject, body, timeout=20)
+            return json.loads(msg.data)["error"]
+
+        try:
+            return (await ask("STREAM.INFO.KV_nope"),
+                    await ask(f"CONSUMER.INFO.{stream_name}.nope"),
+                    await ask(f"STREAM.MSG.GET.{stream_name}", b'{"seq": 7}'))
+        finally:
+            await nc.close()
+
+    stream, consumer, message = asyncio.run(run())
+    assert stream == {"code": 404, "err_code": 10059, "description": "stream not found"}
+    assert consumer == {"code": 404, "err_code": 10014, "description": "consumer not found"}
+    assert message == {"code": 404, "err_code": 10037, "description": "no message found"}
