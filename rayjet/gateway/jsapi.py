@@ -87,23 +87,36 @@ def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, 
 
 
 # -- streams --------------------------------------------------------------------------------
-# nats-server (2.13 on) leaves these out of a stream config when they are false or zero
+# nats-server 2.15 leaves these out of a stream config when they are false or zero; the
+# other settings it always writes, zero or not
 _OMIT_ZERO = frozenset({
-    "max_age", "allow_direct", "mirror_direct", "sealed", "deny_delete", "deny_purge",
-    "allow_rollup_hdrs", "discard_new_per_subject", "allow_msg_ttl", "allow_msg_schedules",
-    "allow_atomic", "allow_msg_counter", "allow_batched", "no_ack", "first_seq",
-    "subject_delete_marker_ttl"})
+    "discard_new_per_subject", "allow_msg_schedules", "allow_atomic", "allow_msg_counter",
+    "allow_batched", "no_ack", "first_seq", "subject_delete_marker_ttl"})
+_ALWAYS = {"max_age": 0, "allow_direct": False, "mirror_direct": False, "sealed": False,
+           "deny_delete": False, "deny_purge": False, "allow_rollup_hdrs": False,
+           "allow_msg_ttl": False, "compression": "none", "consumer_limits": {}}
+_NO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: an empty stream's first and last ts
 
 
 def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
-    """A StreamInfo as nats-server writes it: zero settings left out of the config; a
-    create answer has no cluster section (nats-server's single-server answer)."""
+    """A StreamInfo as nats-server 2.15 writes it: the settings it always writes, zero or
+    not, and none of rayjet's own (``hosting``); counts of deleted messages and subjects
+    only when there are some; a create answer has no cluster section (nats-server's
+    single-server answer)."""
     out = info.to_dict()
     cfg = out.get("config") or {}
     for key in [k for k, v in cfg.items() if k in _OMIT_ZERO and v in (False, 0)]:
         del cfg[key]
-    if cfg.get("compression") == "none":
-        del cfg["compression"]
+    cfg.pop("hosting", None)
+    for key, zero in _ALWAYS.items():
+        cfg.setdefault(key, zero)
+    state = out.get("state")
+    if state is not None:
+        for key in ("num_deleted", "num_subjects"):
+            if not state.get(key):
+                state.pop(key, None)
+        state.setdefault("first_ts", _NO_TIME)
+        state.setdefault("last_ts", _NO_TIME)
     if created:
         out.pop("cluster", None)
     return out
@@ -111,8 +124,7 @@ def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
 
 def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
     name = _name(tokens, 2, "stream")
-    given = body.get("name")
-    if given and given != name:
+    if body.get("name") != name:  # missing too (an empty body): nats-server refuses it
         raise APIError("stream name in subject does not match request", code=400,
                        err_code=10056)
     return StreamConfig.from_dict({**body, "name": name})
@@ -143,6 +155,8 @@ def stream_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, A
         keys = sorted(subjects)[offset:offset + 100_000]
         out["state"]["subjects"] = {k: subjects[k] for k in keys}
         out.update(total=len(subjects), offset=offset, limit=100_000)
+    else:  # nats-server writes the paging fields always
+        out.update(total=0, offset=0, limit=0)
     return out
 
 

@@ -110,6 +110,21 @@ const scenarios = {
              back.every((v, i) => v === data[i]), names, gone };
   },
 
+  // which fields a stream's create and info answers carry (clients read some by presence)
+  async shapes() {
+    const name = prefix + "_SHAPES";
+    const created = await jsm.streams.add({ name, subjects: [name + ".>"] });
+    await js.publish(name + ".a", "x");
+    const info = await jsm.streams.info(name);
+    const keys = (o) => Object.keys(o || {}).sort();
+    const bare = (o) => keys(o).filter((k) => k !== "metadata");  // _nats.* levels: not yet
+    return { created: keys(created).filter((k) => k !== "did_create"),
+             createdConfig: bare(created.config), createdState: keys(created.state),
+             info: keys(info).filter((k) => k !== "cluster"), config: bare(info.config),
+             state: keys(info.state), compression: info.config.compression,
+             allowDirect: info.config.allow_direct, maxAge: info.config.max_age };
+  },
+
   async errors() {
     const name = prefix + "_ERRORS";
     await stream(name);
@@ -121,6 +136,13 @@ const scenarios = {
                                  return jsm.streams.deleteMessage(name, 3); },
       missingMessage: () => jsm.streams.getMessage(name, { seq: 3 }),
       pastTheEnd: () => jsm.streams.deleteMessage(name, N + 10),
+      emptyCreate: async () => {
+        const r = await nc.request(`$JS.API.STREAM.CREATE.${prefix}_EMPTY`, "");
+        const doc = JSON.parse(new TextDecoder().decode(r.data));
+        if (doc.error) throw Object.assign(new Error(doc.error.description),
+                                           { name: "RawError", apiError: () => doc.error });
+        return "a value";
+      },
     };
     for (const [k, f] of Object.entries(tries)) {
       try { out[k] = { answer: (await f()) === null ? null : "a value" }; }

@@ -16,7 +16,7 @@ from tests.cluster.conftest import drop_new_streams, js, stream_name  # noqa: F4
 from tests.gateway.test_gateway_server import gateway  # noqa: F401
 
 HERE = Path(__file__).parent
-SCENARIOS = ["consume", "fetch", "ordered", "kv", "obj", "errors"]
+SCENARIOS = ["consume", "fetch", "ordered", "kv", "obj", "shapes", "errors"]
 PREFIX = "JSC"  # the same names on both servers
 
 
