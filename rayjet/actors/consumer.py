@@ -66,6 +66,7 @@ WATCH_WAIT = 1.0  # seconds one wait for new messages stays open at the stream's
 TIMER_IDLE = 1.0  # with none of those: an inactivity check, unless a call wakes it sooner
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
 READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
+READ_AHEAD_TRIES = 5  # reads of the window while other decisions keep moving past it
 # seconds between metric updates: each asks the stream leader for num_pending (one call),
 # and Ray exports every 10 s by default anyway
 METRICS_EVERY = 5.0
@@ -102,6 +103,7 @@ class RemoteStreamReader:
     def __init__(self, router: GroupRouter) -> None:
         self.router = router
         self.unreachable = False
+        self.blocking_reads = 0  # calls made on the event loop (status() reports them)
 
     def _call(self, method: str, *args: Any) -> Any:
         if self.unreachable:
@@ -109,6 +111,7 @@ class RemoteStreamReader:
         here = in_process.stream_leader_here(getattr(self.router, "names", {}).values())
         if here is not None:  # a blocking call to our own process would wait on itself
             return here.read_local(method, *args)
+        self.blocking_reads += 1
         return self.router.call("reader_call", method, *args, timeout=MISS_TIMEOUT)
 
     def bounds(self):
@@ -510,21 +513,30 @@ class ConsumerReplica:
         ``watched`` (the timer's rounds for waiting pulls): when a wait at the stream's
         leader says nothing was stored past what this consumer looked at, the new-message
         window is known to be empty and the stream is not asked."""
-        if not self.engine.is_leader:
-            return False
-        start = self.engine.read_position()
-        limit = max(1, min(int(want), READ_AHEAD_MAX))
-        reads = self.engine.decision_reads(limit)
-        filters = tuple(self.engine.filters)
-        if watched:
-            self._ensure_watch()
-            known = self._known_last
-            if not reads and start and known is not None and known < start:
-                self.reader.offer(Window(filters, start, limit, [], known, 0))
+        for _ in range(READ_AHEAD_TRIES):
+            if not self.engine.is_leader:
+                return False
+            start = self.engine.read_position()
+            # twice what is wanted: room for a decision that moves the position meanwhile
+            limit = max(1, min(2 * int(want), READ_AHEAD_MAX))
+            reads = self.engine.decision_reads(limit)
+            filters = tuple(self.engine.filters)
+            if watched:
+                self._ensure_watch()
+                known = self._known_last
+                if not reads and start and known is not None and known < start:
+                    self.reader.offer(Window(filters, start, limit, [], known, 0))
+                    return True
+            if start:
+                reads.append(("read_window", filters, start, limit))
+            if not await self._prefetch(reads):
+                return False
+            # another request's decision moved the read position while this read was out
+            # (pulls that arrive together): the window starts too early for this decision,
+            # whose reads past it would each block the event loop on a call; read again
+            if self.engine.read_position() == start:
                 return True
-        if start:
-            reads.append(("read_window", filters, start, limit))
-        return await self._prefetch(reads)
+        return True
 
     def _ensure_watch(self) -> None:
         if self._watch is None or self._watch.done():
@@ -888,6 +900,8 @@ class ConsumerReplica:
         st["writable"] = self.engine.is_leader
         st["ack_outbox"] = len(self._outbox)  # acks the stream has not confirmed yet
         st["damage"] = self.damage  # what made this replica rejoin empty at its start
+        # stream reads the read-ahead did not hold: each blocked this process's event loop
+        st["blocking_reads"] = self.remote.blocking_reads
         return st
 
     async def until_leading(self, timeout: float) -> None:

@@ -262,9 +262,12 @@ class ReadAhead:
     def num_pending(self, filters: tuple[str, ...], start_seq: int,
                     last_per_subject: bool = False) -> int:
         w = self.window
-        if (w is not None and not last_per_subject and w.start == start_seq
+        if (w is not None and not last_per_subject and w.start <= start_seq
                 and w.filters == tuple(filters)):
-            return w.pending
+            before = bisect_left(w.seqs, start_seq)  # the window's matches below start_seq
+            # exact when the window reaches start_seq (or saw every match to its end)
+            if before < len(w.msgs) or len(w.msgs) < w.limit or w.start == start_seq:
+                return max(w.pending - before, 0)
         got = self._memo("num_pending", filters, start_seq, last_per_subject)
         if got is _MISS and not last_per_subject:
             got = self._memo("num_pending", filters, start_seq)
