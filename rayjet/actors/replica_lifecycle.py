@@ -496,10 +496,23 @@ def preferred_replica(sa: StreamAssignment) -> str:
     return (list(sa.bootstrap) or [r for r, _ in sa.peers])[0]
 
 
+ENSURE_TRIES = 4  # starts of a stream's replicas when a process found dies meanwhile
+
+
 async def ensure_stream_replicas(sa: StreamAssignment, data_dir: Any, *, wait: bool = True,
                                  peers: Peers | None = None) -> ReadyGroup | None:
     """Create the replicas of ``peers`` (default: all of the stream's) that do not exist and
-    wait as :func:`replicas_ready` does."""
+    wait as :func:`replicas_ready` does. A process that died a moment ago may still be
+    found under its name (Ray frees a killed actor's name shortly after): its replicas are
+    started again, in a new one, after a short pause."""
+    pause = 0.2
+    for _ in range(ENSURE_TRIES - 1):
+        try:
+            return await replicas_ready(sa, start_stream_replicas(sa, data_dir, peers),
+                                        wait=wait)
+        except ray.exceptions.RayActorError:
+            await asyncio.sleep(pause)
+            pause *= 2
     return await replicas_ready(sa, start_stream_replicas(sa, data_dir, peers), wait=wait)
 
 
