@@ -218,15 +218,19 @@ def test_advance_consumer_survives_killed_replicas(js, stream_name):
     assert row(info) == ("1667/2500", "1667/2500", 0, 0, 333)
     for handle in consumer_replicas(js, s, "CURSOR").values():
         kill(handle)
-    sub = js.pull_subscribe(f"{s}.a", durable="CURSOR", stream=s)
+    # wait for the consumer by its info, not by pulls: a pull that timed out here while the
+    # replicas restarted could still be served, its message pending with nobody to read it
     deadline = time.monotonic() + 60
     while True:
         try:
-            [m] = sub.fetch(1, timeout=2)
+            info = js.consumer_info(s, "CURSOR")
             break
         except Exception:
             if time.monotonic() > deadline:
                 raise
+    assert row(info) == ("1667/2500", "1667/2500", 0, 0, 333)
+    sub = js.pull_subscribe(f"{s}.a", durable="CURSOR", stream=s)
+    [m] = sub.fetch(1, timeout=30)
     assert (m.metadata.sequence.stream, m.metadata.sequence.consumer) == (2501, 1668)
     with pytest.raises(BadRequestError) as err:
         js.advance_consumer(s, "CURSOR", 99_999)
