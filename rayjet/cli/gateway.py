@@ -7,11 +7,13 @@ import signal
 import ssl
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rayjet.cli import common as c
+
+DEFAULT_HTTP_PORT = 8222  # nats-server's monitoring port
 
 
 def tls_context(cert: Path | None, key: Path | None, ca: Path | None = None,
@@ -61,6 +63,12 @@ def gateway(
     domain: Annotated[str | None, typer.Option(
         help="JetStream domain: the API answers under $JS.<domain>.API too, and INFO and "
              "account info report it")] = None,
+    http_port: Annotated[int | None, typer.Option(
+        "--http-port", min=0, max=65535, show_default=False,
+        help="HTTP monitoring port (/varz, /connz, /jsz, /healthz, ...; 0: any free one). "
+             "Default 8222, skipped with a warning when taken")] = None,
+    monitor: Annotated[bool, typer.Option(
+        "--monitor/--no-monitor", help="serve HTTP monitoring")] = True,
     detach: Annotated[bool, typer.Option(
         "--detach", help="run it as a detached Ray actor on this node, kept with the "
                          "cluster after this command returns")] = False,
@@ -80,6 +88,9 @@ def gateway(
         c.usage_error("use --token or --user/--password, not both")
     if all_nodes and not (detach or stop):
         c.usage_error("--all-nodes goes with --detach or --stop")
+    if http_port is not None and not monitor:
+        c.usage_error("--http-port goes with monitoring on, not --no-monitor")
+    http = monitoring(http_port, monitor)
     tls = None if stop else tls_context(tls_cert, tls_key, tls_ca)  # checked before Ray
     check_domain(domain)
     js = c.connect()
@@ -97,22 +108,30 @@ def gateway(
             print(f"gateway on port {port} {'stopped' if stopped[0] else 'was not running'}")
         return
     if detach:
-        from rayjet.gateway.actor import start_detached
+        from rayjet.gateway.actor import monitor_of, start_detached
 
         options = {"host": host, "port": port, "token": token, "user": user,
-                   "password": password, "max_payload": max_payload, "domain": domain}
+                   "password": password, "max_payload": max_payload, "domain": domain,
+                   **http}
         if tls is not None:  # loadable here; the actor loads the files on its node
             options.update(tls_paths(tls_cert, tls_key, tls_ca))
-        urls = [start_detached(options, node)[1] for node in nodes]
+        started = [start_detached(options, node) for node in nodes]
+        urls = [url for _, url in started]
+        monitors = [monitor_of(handle) for handle, _ in started]
         if c.wants_json():
-            c.emit_json({"url": urls[0], "port": port} if not all_nodes else
-                        {"urls": urls, "port": port})
+            c.emit_json({"url": urls[0], "port": port, "monitor": monitors[0][0],
+                         **({"monitor_error": monitors[0][1]} if monitors[0][1] else {})}
+                        if not all_nodes else
+                        {"urls": urls, "port": port, "monitors": [m for m, _ in monitors]})
         else:
-            for url in urls:
-                print(f"rayjet gateway listening on {url} (detached)")
+            for url, (murl, why) in zip(urls, monitors, strict=True):
+                print(f"rayjet gateway listening on {url} (detached)"
+                      + (f", monitoring on {murl}" if murl else ""))
+                if why:
+                    c.err_console().print(f"[yellow]warning:[/] {c.escape(why)}")
         return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
-                             tls=tls, max_payload=max_payload, domain=domain)
+                             tls=tls, max_payload=max_payload, domain=domain, **http)
     server = GatewayThread(js, options)
     try:
         server.start()
@@ -122,10 +141,24 @@ def gateway(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     scheme = "tls" if options.tls else "nats"
+    if server.gateway is not None and server.gateway.monitor_error:
+        c.err_console().print(f"[yellow]warning:[/] {c.escape(server.gateway.monitor_error)}")
+    murl = server.monitor_url()
     # one line a supervisor (or a test) can wait for
-    print(f"rayjet gateway listening on {scheme}://{host}:{server.port}", flush=True)
+    print(f"rayjet gateway listening on {scheme}://{host}:{server.port}"
+          + (f", monitoring on {murl}" if murl else ""), flush=True)
     done.wait()
     server.stop()
+
+
+def monitoring(http_port: int | None, monitor: bool) -> dict[str, Any]:
+    """GatewayOptions' monitoring fields from the CLI's flags: the default port 8222 is
+    skipped when taken, a port asked for is not."""
+    if not monitor:
+        return {"http_port": None}
+    if http_port is None:
+        return {"http_port": DEFAULT_HTTP_PORT, "http_optional": True}
+    return {"http_port": http_port}
 
 
 def check_domain(domain: str | None, flag: str = "--domain") -> None:

@@ -11,9 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from rayjet.cli import common as c
-from rayjet.cli import ray_head, report
-from rayjet.cli.gateway import check_domain, tls_context, tls_paths
+from rayjet.cli import ray_head
+from rayjet.cli.gateway import check_domain, monitoring, tls_context, tls_paths
 from rayjet.cli.streams import replicas_cell
+from rayjet.client import report
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -121,13 +122,23 @@ def start(
     gateway_domain: Annotated[str | None, typer.Option(
         "--gateway-domain", help="JetStream domain the gateway serves (as `rayjet gateway "
                                  "--domain`)", show_default=False)] = None,
+    gateway_http_port: Annotated[int | None, typer.Option(
+        "--gateway-http-port", min=0, max=65535, show_default=False,
+        help="the gateway's HTTP monitoring port (as `rayjet gateway --http-port`; default "
+             "8222, skipped with a warning when taken)")] = None,
+    gateway_monitor: Annotated[bool, typer.Option(
+        "--gateway-monitor/--no-gateway-monitor",
+        help="the gateway serves HTTP monitoring")] = True,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
     gateway."""
     node_labels = parse_labels(labels)
     check_domain(gateway_domain, "--gateway-domain")
+    if gateway_http_port is not None and not gateway_monitor:
+        c.usage_error("--gateway-http-port goes with monitoring on, not --no-gateway-monitor")
     gateway_options: dict[str, Any] = {"host": gateway_host, "port": gateway_port,
-                                       "token": gateway_token, "domain": gateway_domain}
+                                       "token": gateway_token, "domain": gateway_domain,
+                                       **monitoring(gateway_http_port, gateway_monitor)}
     if gateway and tls_context(gateway_tls_cert, gateway_tls_key, gateway_tls_ca,
                                prefix="--gateway-") is not None:
         gateway_options.update(tls_paths(gateway_tls_cert, gateway_tls_key, gateway_tls_ca))
@@ -161,36 +172,43 @@ def start(
     set_auth_mode(env["RAY_AUTH_MODE"])  # this process joins as the others will
     st.address = f"127.0.0.1:{port}"
     js = c.connect()  # creates the meta group, which keeps its log in --data-dir
-    url, problem = start_gateway(gateway_options) if gateway else (None, None)
+    url, monitor, problem = start_gateway(gateway_options) if gateway else (None, None, None)
     if c.wants_json():
         c.emit_json({"address": st.address, "data_dir": str(js.data_dir),
                      "nodes": len(js.nodes()), "auth": "token" if auth else "disabled",
-                     "gateway": url, **({"gateway_error": problem} if problem else {})})
+                     "gateway": url, "monitor": monitor,
+                     **({"gateway_error": problem} if problem else {})})
         return
     out = c.console()
     out.print(f"Ray head started at {st.address}, rayjet meta group ready "
               f"(data in {c.escape(js.data_dir)})")
     if url:
         out.print(f"NATS clients connect to {url}; `rayjet` commands use it")
-    elif problem:
-        c.err_console().print(f"[yellow]warning:[/] no gateway: {c.escape(problem)}")
+        if monitor:
+            out.print(f"Monitoring (/varz, /jsz, /healthz, ...) on {monitor}")
+    if problem:
+        lead = "" if url else "no gateway: "
+        c.err_console().print(f"[yellow]warning:[/] {lead}{c.escape(problem)}")
     out.print(f"Use it from other shells with: export RAY_ADDRESS={st.address}")
     if auth:
         out.print("Token authentication is on: other machines need this machine's "
                   "~/.ray/auth_token (or RAY_AUTH_TOKEN)")
 
 
-def start_gateway(options: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The detached gateway's URL, or why it could not start (the head runs either way)."""
-    from rayjet.gateway.actor import start_detached
+def start_gateway(options: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """The detached gateway's URL and monitoring URL, and what went wrong (the gateway could
+    not start, or serves without monitoring; the head runs either way)."""
+    from rayjet.gateway.actor import monitor_of, start_detached
 
     try:
-        return start_detached(options)[1], None
+        handle, url = start_detached(options)
     except Exception as exc:  # noqa: BLE001 - e.g. the port is taken: say so, keep the head
         text = str(exc).strip().splitlines()
-        return None, (f"port {options['port']} on {options['host']} could not be had "
-                      f"({text[-1] if text else exc}); start one with "
-                      "`rayjet gateway --detach --port N`")
+        return None, None, (f"port {options['port']} on {options['host']} could not be had "
+                            f"({text[-1] if text else exc}); start one with "
+                            "`rayjet gateway --detach --port N`")
+    monitor, why = monitor_of(handle)
+    return url, monitor, why
 
 
 @c.command(app, "stop")

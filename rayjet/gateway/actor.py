@@ -33,12 +33,22 @@ class GatewayActor:
         scheme = "tls" if self.options.tls else "nats"
         return f"{scheme}://{self.options.host}:{self.server.port}"
 
+    def monitor(self) -> tuple[str | None, str | None]:
+        """(the monitoring URL, or why monitoring is off although asked for)."""
+        gw = self.server.gateway
+        return self.server.monitor_url(), gw.monitor_error if gw is not None else None
+
     def stop(self) -> None:
         self.server.stop()
 
 
 def actor_name(node_id: str, port: int) -> str:
     return f"rayjet-gateway-{node_id[:12]}-{port}"
+
+
+def monitor_of(handle: Any) -> tuple[str | None, str | None]:
+    """A detached gateway's monitoring URL, or why it has none although asked for."""
+    return tuple(ray.get(handle.monitor.remote(), timeout=60))
 
 
 def start_detached(options: dict[str, Any], node_id: str | None = None) -> tuple[Any, str]:

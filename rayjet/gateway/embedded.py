@@ -30,6 +30,17 @@ class GatewayThread:
     def port(self) -> int:
         return self.gateway.port if self.gateway is not None else self.options.port
 
+    @property
+    def http_port(self) -> int | None:
+        """The monitoring port it listens on (None: no monitoring)."""
+        return self.gateway.http_port if self.gateway is not None else None
+
+    def monitor_url(self) -> str | None:
+        port = self.http_port
+        if port is None:
+            return None
+        return f"http://{self.options.http_host or self.options.host}:{port}"
+
     def start(self) -> None:
         if self._thread is not None:
             return
@@ -47,7 +58,9 @@ class GatewayThread:
     def _run(self, started: Future) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        self.gateway = Gateway(self.options, JetStreamBridge(self.js))
+        # no connection: core NATS only, as nats-server without -js
+        self.gateway = Gateway(self.options,
+                               JetStreamBridge(self.js) if self.js is not None else None)
         try:
             loop.run_until_complete(self.gateway.start())
         except BaseException as exc:  # noqa: BLE001 - reported to start()
@@ -69,7 +82,8 @@ class GatewayThread:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10.0)
-            self.gateway.bridge.pool.shutdown(wait=False, cancel_futures=True)
+            if self.gateway.bridge is not None:
+                self.gateway.bridge.pool.shutdown(wait=False, cancel_futures=True)
             self._thread = None
             self._loop = None
 

@@ -56,6 +56,11 @@ class Interest:
             OrderedDict()
         self._sole: dict[str, bool] = {}  # prefix -> only its own '>' subscription hears it
         self._rng = rng or random.Random()
+        self.inserts = self.removes = 0  # counted for /subsz
+
+    def cached(self) -> int:
+        """Subjects whose receivers are remembered."""
+        return len(self._cache)
 
     def _changed(self, literal: str | None = None) -> None:
         """Forget what the change of a subscription (a ``literal`` subject's, or a wildcard
@@ -70,6 +75,7 @@ class Interest:
                 del self._sole[prefix]
 
     def add(self, sub: Subscription) -> None:
+        self.inserts += 1
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
             self._changed(sub.subject)
@@ -86,6 +92,7 @@ class Interest:
             node.children.setdefault(toks[-1], _Node()).subs.append(sub)
 
     def remove(self, sub: Subscription) -> None:
+        self.removes += 1
         toks = sub.subject.split(".")
         if "*" not in toks and toks[-1] != ">":
             self._changed(sub.subject)

@@ -329,13 +329,17 @@ class JetStreamBridge:
         else:
             self._spawn(self._api(tokens, reply, payload))
 
+    def api_counts(self) -> dict[str, int]:
+        """The ``api`` of account info and monitoring: requests this gateway answered."""
+        return {"level": 1, "total": self.api_total, "errors": self.api_errors}
+
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
         if tokens == ["INFO"] and "error" not in doc:
             # the requests this gateway answered before this one, as nats-server counts an
             # account's (per gateway here: each keeps its own count)
-            doc["api"] = {"level": 1, "total": self.api_total, "errors": self.api_errors}
+            doc["api"] = self.api_counts()
             if self.domain:
                 doc["domain"] = self.domain
         self.api_total += 1

@@ -14,12 +14,15 @@ import itertools
 import logging
 import secrets
 import ssl
+import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from rayjet.errors import BadRequestError
 from rayjet.gateway import protocol as P
 from rayjet.gateway.interest import Interest, Subscription
+from rayjet.gateway.monitor_docs import MAX_CLOSED, ServerStats, Traffic
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +61,24 @@ class GatewayOptions:
     # a JetStream domain: the API answers under $JS.<domain>.API. too (clients that name the
     # domain, e.g. nats.py's jetstream(domain=...)), and INFO and account info report it
     domain: str | None = None
+    # HTTP monitoring (/varz, /connz, /jsz, /healthz, ...) on this port; None: off, 0: any
+    # free port. It listens on http_host (default: host) and asks for the credentials
+    # NATS clients must give.
+    http_port: int | None = None
+    http_host: str | None = None
+    # a taken http_port leaves the gateway serving without monitoring (said in the log and
+    # in monitor_error) instead of failing: the CLI's default port 8222 may be another's
+    http_optional: bool = False
 
     def __post_init__(self) -> None:
         if self.domain is not None and (not self.domain or not P.valid_subject(
                 self.domain, wildcards=False) or "." in self.domain):
             raise BadRequestError(
                 f"a JetStream domain is one subject token, not {self.domain!r}")
+        if self.http_port is not None and (isinstance(self.http_port, bool) or not isinstance(
+                self.http_port, int) or not 0 <= self.http_port <= 65535):
+            raise BadRequestError(f"http_port must be a port number (0: any free one) or "
+                                  f"None (off), not {self.http_port!r}")
 
     @property
     def auth_required(self) -> bool:
@@ -91,6 +106,16 @@ class Connection:
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._pings_out = 0
+        # what /connz reports
+        self.traffic = Traffic()
+        self.started = self.last_activity = time.time()
+        self.stopped = 0.0
+        self.reason = ""
+        self.rtt = 0.0
+        self._ping_sent = 0.0
+        self.client: dict[str, Any] = {}  # name, lang, version from CONNECT
+        peer = writer.get_extra_info("peername")
+        self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
 
     # -- output --------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -110,7 +135,8 @@ class Connection:
         self.writer.write(data)
         if self.writer.transport.get_write_buffer_size() > SLOW_CONSUMER_BYTES:
             log.warning("client %d is a slow consumer: closing it", self.cid)
-            self.gateway.loop.create_task(self.close())
+            self.gateway.stats.slow_consumers += 1
+            self.gateway.loop.create_task(self.close("Slow Consumer (Pending Bytes)"))
 
     def backlog(self) -> int:
         """Bytes written to this client and not yet taken by the socket."""
@@ -125,6 +151,12 @@ class Connection:
         if self.subs.get(sub.sid) is not sub:
             return  # unsubscribed meanwhile (e.g. its UNSUB count reached in this batch)
         self.send(P.frame(subject, sub.sid, reply, hdr, payload))
+        size = len(payload) + (len(hdr) if hdr else 0)
+        self.traffic.out_msgs += 1
+        self.traffic.out_bytes += size
+        total = self.gateway.stats.traffic
+        total.out_msgs += 1
+        total.out_bytes += size
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self._drop_sub(sub.sid)
@@ -139,7 +171,7 @@ class Connection:
                 await self.writer.drain()
                 await asyncio.wait_for(self.writer.start_tls(opts.tls), TLS_HANDSHAKE_TIMEOUT)
             except (ConnectionError, OSError, ssl.SSLError, TimeoutError):
-                await self.close()
+                await self.close("TLS Handshake Error")
                 return
         else:
             self.send(P.info(self.gateway.info_fields(self)))
@@ -153,11 +185,13 @@ class Connection:
                 if not data:
                     break
                 self._pings_out = 0
+                self.last_activity = time.time()
                 try:
                     ops = self.parser.feed(data)
                 except P.ProtocolError as exc:
                     self._handle_all(exc.ops)
                     self.send(P.err(exc.text))
+                    self.reason = self.reason or "Protocol Violation"
                     break
                 if not self._handle_all(ops):
                     break
@@ -165,7 +199,7 @@ class Connection:
                     await self._drain()
         finally:
             ping_task.cancel()
-            await self.close()
+            await self.close(self.reason or "Client Closed")
 
     def _handle_all(self, ops: list[tuple]) -> bool:
         for op in ops:
@@ -177,9 +211,16 @@ class Connection:
         kind = op[0]
         if not self.connected and kind != P.CONNECT and self.gateway.options.auth_required:
             self.send(P.err(P.AUTH_VIOLATION))
+            self.reason = "Authentication Failure"
             return False
         if kind == P.PUB:
             _, subject, reply, hdr, payload = op
+            size = len(payload) + (len(hdr) if hdr else 0)
+            self.traffic.in_msgs += 1
+            self.traffic.in_bytes += size
+            total = self.gateway.stats.traffic
+            total.in_msgs += 1
+            total.in_bytes += size
             # as nats-server: wildcard tokens in a published subject are refused only from
             # pedantic clients (nats.py puts a consumer's filter in its create subject)
             loose = not self.pedantic
@@ -222,6 +263,9 @@ class Connection:
             self.send(P.PONG)
         elif kind == P.PONG_OP:
             self._pings_out = 0
+            if self._ping_sent:
+                self.rtt = time.monotonic() - self._ping_sent
+                self._ping_sent = 0.0
         elif kind == P.CONNECT:
             return self._connect(op[1])
         return True
@@ -230,11 +274,15 @@ class Connection:
         opts = self.gateway.options
         if opts.token and options.get("auth_token") != opts.token:
             self.send(P.err(P.AUTH_VIOLATION))
+            self.reason = "Authentication Failure"
             return False
         if opts.user and (options.get("user") != opts.user
                           or options.get("pass") != opts.password):
             self.send(P.err(P.AUTH_VIOLATION))
+            self.reason = "Authentication Failure"
             return False
+        self.client = {k: str(options[k]) for k in ("name", "lang", "version")
+                       if isinstance(options.get(k), str | int | float) and options.get(k)}
         self.verbose = bool(options.get("verbose"))
         self.pedantic = bool(options.get("pedantic"))
         self.headers = bool(options.get("headers"))
@@ -261,16 +309,22 @@ class Connection:
             await asyncio.sleep(opts.ping_interval)
             if self._pings_out >= opts.max_pings_out:
                 self.send(P.err("Stale Connection"))
-                await self.close()
+                self.gateway.stats.stale_connections += 1
+                await self.close("Stale Connection")
                 return
             self._pings_out += 1
+            if not self._ping_sent:
+                self._ping_sent = time.monotonic()  # its PONG measures the round trip
             self.send(P.PING)
 
-    async def close(self) -> None:
+    async def close(self, reason: str = "Server Shutdown") -> None:
         if self.closed:
             return
         self._flush()
         self.closed = True
+        self.stopped = time.time()
+        self.reason = reason
+        self.gateway.remember_closed(self)
         for sid in list(self.subs):
             self._drop_sub(sid)
         self.gateway.connections.discard(self)
@@ -296,6 +350,12 @@ class Gateway:
         self._js_internal: list[tuple[str, Subscription]] = []
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.stats = ServerStats()
+        self.closed: deque[dict[str, Any]] = deque(maxlen=MAX_CLOSED)  # for /connz
+        self._internal_subs: list[Subscription] = []
+        self.monitor_error: str | None = None  # why monitoring is off although asked for
+        self._matches = [0, 0, 0]  # messages routed, receivers in all, most receivers of one
+        self.monitor: Any = None
 
     def info_fields(self, conn: Connection | None = None) -> dict[str, Any]:
         opts = self.options
@@ -325,16 +385,43 @@ class Gateway:
             return self._server.sockets[0].getsockname()[1]
         return self.options.port
 
+    @property
+    def http_port(self) -> int | None:
+        return self.monitor.port if self.monitor is not None else None
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.stats = ServerStats()
         if self.bridge is not None:
             await self.bridge.start(self)
         self._server = await asyncio.start_server(
             self._accept, self.options.host, self.options.port,
             reuse_address=True, limit=P.MAX_CONTROL_LINE * 4)
+        if self.options.http_port is not None:
+            from rayjet.gateway.monitor import Monitor
+
+            host = self.options.http_host or self.options.host
+            self.monitor = Monitor(self, host, self.options.http_port)
+            try:
+                await self.monitor.start()
+            except OSError as exc:
+                self.monitor = None
+                if not self.options.http_optional:
+                    await self.stop()
+                    raise
+                self.monitor_error = (f"monitoring port {host}:{self.options.http_port} "
+                                      f"could not be had: {exc.strerror or exc}")
+                log.warning("%s; serving without monitoring", self.monitor_error)
+            except BaseException:
+                self.monitor = None
+                await self.stop()
+                raise
 
     async def stop(self) -> None:
         """Stop listening and close every connection (clients see the server go away)."""
+        if self.monitor is not None:
+            await self.monitor.stop()
+            self.monitor = None
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
@@ -354,7 +441,31 @@ class Gateway:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Connection(self, next(self._ids), reader, writer)
         self.connections.add(conn)
+        self.stats.total_connections += 1
         await conn.serve()
+
+    # -- what monitoring reads -----------------------------------------------------------
+    def remember_closed(self, conn: Connection) -> None:
+        from rayjet.gateway.monitor_docs import connection_doc
+
+        if conn.connected or conn.reason:
+            self.closed.append(connection_doc(conn, conn.stopped))
+
+    def subscriptions(self) -> list[tuple[Subscription, int]]:
+        """Every subscription with its connection's id (0: the gateway's own)."""
+        out = [(sub, conn.cid) for conn in list(self.connections)
+               for sub in list(conn.subs.values())]
+        return out + [(sub, 0) for sub in self._internal_subs]
+
+    def subscription_count(self) -> int:
+        return sum(len(c.subs) for c in self.connections) + len(self._internal_subs)
+
+    def interest_counters(self) -> dict[str, float]:
+        m = self._matches
+        return {"num_cache": self.interest.cached(), "num_inserts": self.interest.inserts,
+                "num_removes": self.interest.removes, "num_matches": m[0],
+                "cache_hit_rate": 0.0, "max_fanout": m[2],
+                "avg_fanout": m[1] / m[0] if m[0] else 0.0}
 
     # -- routing -------------------------------------------------------------------------
     def publish(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
@@ -400,6 +511,11 @@ class Gateway:
                 continue
             owner.deliver(sub, subject, reply, hdr, payload)
             n += 1
+        m = self._matches
+        m[0] += 1
+        m[1] += n
+        if n > m[2]:
+            m[2] = n
         return n
 
     def subscribe_internal(self, subject: str, handler: Any) -> Subscription:
@@ -407,6 +523,7 @@ class Gateway:
         is called for each message."""
         sub = Subscription(handler, f"internal-{next(self._ids)}", subject)
         self.interest.add(sub)
+        self._internal_subs.append(sub)
         if subject.startswith("$JS.") and subject.endswith(".>"):
             self._js_internal.append((subject[:-1], sub))
         return sub

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -63,7 +65,8 @@ class Shell:
         return json.loads(self(
             "--json", "server", "start", "--data-dir", self.data_dir, "--port", p["gcs"],
             "--client-port", p["client"], "--agent-port", p["agent"], "--no-dashboard",
-            "--gateway-port", p["gateway"], env=fresh_env()).stdout)
+            "--gateway-port", p["gateway"], "--gateway-http-port", p["http"],
+            env=fresh_env()).stdout)
 
     def stop(self) -> dict:
         return json.loads(self("--json", "server", "stop", "--port", self.ports["gcs"],
@@ -74,13 +77,16 @@ class Shell:
 def sh(ray_session, tmp_path_factory):
     # ray_session first: the test session's own Ray must exist before this head does
     ports = {"gcs": free_port(), "client": free_port(), "agent": free_port(),
-             "gateway": free_port()}
+             "gateway": free_port(), "http": free_port()}
     data_dir = tmp_path_factory.mktemp("cli-user") / "data"
     shell = Shell(f"127.0.0.1:{ports['gcs']}", data_dir, ports)
     try:
         started = shell.start()
         assert started["data_dir"] == str(data_dir) and started["auth"] == "token"
         assert started["gateway"] == shell.gateway
+        assert started["monitor"] == f"http://127.0.0.1:{ports['http']}"
+        with urllib.request.urlopen(started["monitor"] + "/healthz", timeout=60) as resp:
+            assert json.loads(resp.read()) == {"status": "ok"}
         yield shell
     finally:
         subprocess.run([RAYJET, "server", "stop", "--port", str(ports["gcs"]), "--force"],
@@ -269,13 +275,23 @@ def test_nats_clients_use_the_gateway_process(sh):
     import nats
     from nats.errors import NoRespondersError
 
-    port = free_port()
-    gw = subprocess.Popen([RAYJET, "gateway", "--port", str(port), "--token", "s3cret"],
+    port, http_port = free_port(), free_port()
+    gw = subprocess.Popen([RAYJET, "gateway", "--port", str(port), "--token", "s3cret",
+                           "--http-port", str(http_port)],
                           env=sh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, cwd=sh.data_dir.parent)
     try:
         line = gw.stdout.readline()
         assert f"nats://127.0.0.1:{port}" in line, (line, gw.stderr.read() if gw.poll() else "")
+        monitor = f"http://127.0.0.1:{http_port}"
+        assert f"monitoring on {monitor}" in line
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(monitor + "/varz", timeout=30)
+        assert refused.value.code == 401  # the monitor asks for the clients' token
+        asked = urllib.request.Request(monitor + "/varz",
+                                       headers={"Authorization": "Bearer s3cret"})
+        with urllib.request.urlopen(asked, timeout=30) as resp:
+            assert json.loads(resp.read())["port"] == port
         url = f"nats://s3cret@127.0.0.1:{port}"
 
         async def talk() -> dict:

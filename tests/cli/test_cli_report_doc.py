@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from rayjet.api import ConsumerInfo, StreamInfo
-from rayjet.cli.report import StreamReport, consumer_row, jsz, status_rows, stream_row
+from rayjet.client.report import StreamReport, consumer_row, jsz, status_rows, stream_row
 
 
 def _stream(name, storage, msgs, nbytes, consumers, last=None):

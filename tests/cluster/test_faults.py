@@ -53,8 +53,23 @@ def wait_replicas_equal(js, name, last_seq, timeout=60):
                 and values[0][-1][0] == last_seq):
             return values[0]
         if time.monotonic() > deadline:
-            raise AssertionError(f"replicas differ: { {r: len(v) for r, v in contents.items()} }")
+            raise AssertionError(f"replicas differ: { {r: len(v) for r, v in contents.items()} }"
+                                 f"; their status: {_statuses(handles)}")
         time.sleep(0.2)
+
+
+def _statuses(handles) -> dict:
+    """What each replica says of itself: why one did not catch up."""
+    out = {}
+    for rid, handle in handles.items():
+        try:
+            st = ray.get(handle.status.remote(), timeout=30)
+        except Exception as exc:  # noqa: BLE001 - a failure's report must not fail
+            out[rid] = repr(exc)
+            continue
+        out[rid] = {k: v for k, v in st.items()
+                    if k not in ("data_plane", "store_recovery", "node")}
+    return out
 
 
 def test_killing_the_leader_loses_no_acked_message(js, stream_name):

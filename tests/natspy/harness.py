@@ -1,11 +1,17 @@
-"""The harness nats.py's own JetStream tests run against: it stands in for their
-``tests/utils.py`` (which the nats-py sdist does not ship) and starts a rayjet gateway where
-theirs starts ``nats-server -p 4222 -js -sd DIR``.
+"""The harness nats.py's own tests run against: it stands in for their ``tests/utils.py``
+(which the nats-py sdist does not ship) and starts a rayjet gateway where theirs starts
+``nats-server -p 4222 [-js -sd DIR] -m 8222``.
 
-One rayjet (a local Ray, started once) serves the whole run; each test case gets an empty
-JetStream (every stream of the previous test is deleted) and a gateway listening on
-127.0.0.1:4222. ``server_pool[0].stop()`` / ``.start()`` take the gateway down and bring it
-back as a server restart would: clients are disconnected, the streams stay.
+One rayjet (a local Ray, started once, only when a JetStream test runs) serves the whole
+run; each JetStream test case gets an empty JetStream (every stream of the previous test is
+deleted). Each test case gets a gateway listening on 127.0.0.1:4222 with monitoring on 8222;
+the core tests' (SingleServerTestCase) has no JetStream, as their nats-server. ``server_pool
+[0].stop()`` / ``.start()`` take the gateway down and bring it back as a server restart
+would: clients are disconnected, the streams stay.
+
+The server set-ups this harness cannot give (several servers clustered, TLS with the
+certificates of nats.py's repository, which its sdist does not ship, accounts from a config
+file) are test cases that skip, saying why.
 
 tests/natspy/run.py copies this file to ``tests/utils.py`` of the unpacked sdist.
 """
@@ -19,8 +25,8 @@ import tracemalloc
 import unittest
 import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
 
-__all__ = ["SingleJetStreamServerTestCase", "SingleJetStreamServerLimitsTestCase",
-           "async_test", "async_long_test", "NATSD"]
+__all__ = ["SingleServerTestCase", "SingleJetStreamServerTestCase",
+           "SingleJetStreamServerLimitsTestCase", "async_test", "async_long_test", "NATSD"]
 
 _JS = None
 
@@ -49,8 +55,9 @@ class NATSD:
     """A rayjet gateway in this process, in nats.py's NATSD shape."""
 
     def __init__(self, port: int = 4222, with_jetstream: bool = True, config_file=None,
-                 domain: str | None = None, **_ignored) -> None:
+                 domain: str | None = None, http_port: int = 8222, **_ignored) -> None:
         self.port = port
+        self.http_port = http_port
         self.with_jetstream = with_jetstream
         self.config_file = config_file
         self.domain = domain
@@ -60,12 +67,13 @@ class NATSD:
     def start(self):
         from rayjet.gateway import GatewayOptions, GatewayThread
 
-        js = _rayjet()
-        if self._fresh:
+        js = _rayjet() if self.with_jetstream else None
+        if self._fresh and js is not None:
             _empty(js)
-            self._fresh = False
+        self._fresh = False
         self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port,
-                                                       domain=self.domain))
+                                                       domain=self.domain,
+                                                       http_port=self.http_port))
         self.thread.start()
         return self
 
@@ -73,6 +81,44 @@ class NATSD:
         if self.thread is not None:
             self.thread.stop()
             self.thread = None
+
+
+class SingleServerTestCase(unittest.TestCase):
+    """Core NATS: a gateway without JetStream (nats.py's ``nats-server -p 4222``)."""
+
+    def setUp(self):
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        server = NATSD(port=4222, with_jetstream=False)
+        self.server_pool.append(server)
+        server.start()
+
+    def tearDown(self):
+        for natsd in self.server_pool:
+            natsd.stop()
+        self.loop.close()
+
+
+def _cannot(why: str) -> type:
+    class Unavailable(unittest.TestCase):
+        def setUp(self):
+            raise unittest.SkipTest(why)
+
+    return Unavailable
+
+
+_CLUSTER = "needs several NATS servers routed together; a rayjet gateway is one server"
+ClusteringTestCase = _cannot(_CLUSTER)
+ClusteringDiscoveryAuthTestCase = _cannot(_CLUSTER)
+MultiServerAuthTestCase = _cannot(_CLUSTER)
+MultiServerAuthTokenTestCase = _cannot(_CLUSTER)
+MultiTLSServerAuthTestCase = _cannot(_CLUSTER)
+TLSServerTestCase = _cannot("needs the certificates of nats.py's repository "
+                            "(tests/certs), which its sdist does not ship")
+TLSServerHandshakeFirstTestCase = TLSServerTestCase
+NoAuthUserServerTestCase = _cannot("needs accounts and users from a server config file")
+TrustedServerOperatorTestCase = _cannot("needs operator JWTs from nats.py's repository")
+NkeysServerTestCase = _cannot("needs nkeys from nats.py's repository")
 
 
 class SingleJetStreamServerTestCase(unittest.TestCase):
