@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from rayjet.actors import in_process
+from rayjet.actors import events, in_process
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
@@ -424,8 +424,7 @@ class ConsumerReplica:
         """Propose the batch's ops; hand its messages out once they are applied."""
         if batch.sends:
             self._timer_wake.set()  # unacked deliveries run on the clock now
-        self._advisories.extend((a.subject, a.body) for a in batch.advisories)
-        del self._advisories[:-1000]
+        self._advise(batch.advisories)
         if not batch.ops:
             self._deliver(batch.sends)
             self._end_requests(batch.statuses)
@@ -808,7 +807,7 @@ class ConsumerReplica:
             out = engine.prepare_acks(plain)
             if out.op is not None:
                 ops.append(out.op)
-            self._advisories.extend((a.subject, a.body) for a in out.advisories)
+            self._advise(out.advisories)
         for kind, seq, arg in acks:
             if kind == "ack":
                 oks.append(True)
@@ -822,7 +821,7 @@ class ConsumerReplica:
             oks.append(out.ok)
             if out.op is not None:
                 ops.append(out.op)
-            self._advisories.extend((a.subject, a.body) for a in out.advisories)
+            self._advise(out.advisories)
         return ops, oks
 
     async def advance(self, stream_seq: int, timeout: float = 5.0) -> dict[str, Any]:
@@ -872,6 +871,16 @@ class ConsumerReplica:
         out["cluster"] = ClusterInfo(raft_group=self.group_name, leader=self.group.leader,
                                      replicas=self.host.replicas() or ()).to_dict()
         return out
+
+    def _advise(self, advisories: list) -> None:
+        """Keep the engine's advisories for ``advisories()`` and post them to the cluster's
+        event hub (the gateways' subscribers, the streams capturing them)."""
+        if not advisories:
+            return
+        pairs = [(a.subject, a.body) for a in advisories]
+        self._advisories.extend(pairs)
+        del self._advisories[:-1000]  # kept for a reader that may never come
+        events.post(pairs)
 
     async def advisories(self) -> list[tuple[str, dict]]:
         out, self._advisories = self._advisories, []

@@ -16,6 +16,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
+from rayjet.actors import events
 from rayjet.actors.consumer import ConsumerReplica, InLeader
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits, within_ack_pending
@@ -108,6 +109,7 @@ class LeaderConsumers:
         self._consumers[cfg.name] = consumer
         try:
             await consumer.until_leading(START_TIMEOUT)
+            events.post([events.consumer_action(stream_cfg.name, cfg.name, "create")])
             return await consumer.info()
         except BaseException:
             await self.delete(cfg.name)
@@ -131,6 +133,7 @@ class LeaderConsumers:
         if consumer is None:
             return False
         await consumer.close(why)
+        events.post([events.consumer_action(consumer.engine.stream, name, "delete")])
         return True
 
     async def stop_all(self, why: str) -> None:

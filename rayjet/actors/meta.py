@@ -20,6 +20,7 @@ from typing import Any
 
 import ray
 
+from rayjet.actors import events
 from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.change_watch import ChangeWatch
 from rayjet.actors.metrics import RaftMetrics
@@ -346,6 +347,7 @@ class MetaMember:
             sa = op
         else:
             sa = await self._commit(op)
+            events.post([events.stream_action(sa.name, "update" if existing else "create")])
             if _answers_unstarted(sa.config):
                 return self._start_new_stream(sa)
         rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
@@ -387,7 +389,9 @@ class MetaMember:
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         self.catalogue.stream(cfg.name)
-        return assignment_dict(await self._changing(cfg.name, lambda: self._update_stream(cfg)))
+        out = assignment_dict(await self._changing(cfg.name, lambda: self._update_stream(cfg)))
+        events.post([events.stream_action(cfg.name, "update")])
+        return out
 
     async def remove_stream_peer(self, name: str, peer: str) -> dict[str, Any]:
         """$JS.API.STREAM.PEER.REMOVE: replica ``peer`` leaves the stream's group and a new
@@ -479,6 +483,7 @@ class MetaMember:
         self._require_leader()
         sa = self.catalogue.stream(name)
         await self._commit(self.catalogue.prepare_delete_stream(name))
+        events.post([events.stream_action(name, "delete")])
         for ca in sa.consumers.values():
             await lifecycle.destroy_consumer_replicas(ca)
         await lifecycle.destroy_stream_replicas(sa)
@@ -582,6 +587,8 @@ class MetaMember:
             ca = await self._commit(op)
             if existing is not None:
                 await lifecycle.update_consumer_config(ca)
+            else:
+                events.post([events.consumer_action(stream, ca.name, "create")])
         await lifecycle.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
 
@@ -606,6 +613,7 @@ class MetaMember:
         self._require_leader()
         ca = self.catalogue.consumer(stream, name)
         await self._commit(self.catalogue.prepare_delete_consumer(stream, name))
+        events.post([events.consumer_action(stream, name, "delete")])
         await lifecycle.destroy_consumer_replicas(ca)
         sa = self.catalogue.streams.get(stream)
         if sa is not None:

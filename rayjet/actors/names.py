@@ -25,3 +25,8 @@ def consumer_actor_name(group: str, replica_id: str) -> str:
 def host_actor_name(node_id: str, index: int) -> str:
     """A replica host on a node (see rayjet.actors.host)."""
     return f"rayjet.host.{node_id}.{index}"
+
+
+def event_hub_name() -> str:
+    """The cluster's event hub (advisories and metrics, see rayjet.actors.events)."""
+    return "rayjet.events"

@@ -14,7 +14,6 @@ from rayjet.cli import common as c
 from rayjet.cli import ray_head
 from rayjet.cli.gateway import check_domain, monitoring, tls_context, tls_paths
 from rayjet.cli.streams import replicas_cell
-from rayjet.client import report
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -268,6 +267,8 @@ def status() -> None:
     lag; every consumer with its pending, ack pending and redelivered counts and ack floor."""
     js = c.connect()
     nodes = js.nodes()
+    from rayjet.client import report
+
     streams, consumers = report.status_rows(report.gather(js))
     if c.wants_json():
         c.emit_json({"nodes": nodes, "streams": streams, "consumers": consumers})
@@ -320,6 +321,7 @@ def server_report(config: Annotated[bool, typer.Option(
 
     import ray
 
+    from rayjet.client import report
     from rayjet.errors import APIError
 
     js = c.connect()

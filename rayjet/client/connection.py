@@ -18,6 +18,7 @@ from rayjet.actors.router import meta_router
 from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
+from rayjet.client.event_hub import ensure_event_hub
 from rayjet.client.publish import PublishAPI
 from rayjet.client.ray_join import RAY_SYSTEM_CONFIG, TOKEN_HINT, join_address, prepare_join
 from rayjet.client.streams import StreamsAPI
@@ -190,5 +191,6 @@ def connect(
         started = target is None
     # the meta group keeps its log in the data_dir of whoever starts it first
     ensure_meta(str(directory))
+    ensure_event_hub()  # advisories go there: gateways and capturing streams read them
     return JetStream(address=address, data_dir=directory, started_ray=started, timeout=timeout,
                      max_pending_async=max_pending_async, hosting=hosting)

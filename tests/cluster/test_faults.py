@@ -84,7 +84,12 @@ def test_killing_the_leader_loses_no_acked_message(js, stream_name):
                 kill(replica_handles(js, name)[victim])
                 kills += 1
             data = b"msg-%d" % i
-            ack = js.publish(f"{name}.a", data, headers={"Nats-Msg-Id": f"id-{i}"}, timeout=30)
+            try:
+                ack = js.publish(f"{name}.a", data, headers={"Nats-Msg-Id": f"id-{i}"},
+                                 timeout=30)
+            except Exception as exc:
+                raise AssertionError(f"publish {i} failed: {exc!r}; the replicas: "
+                                     f"{_statuses(replica_handles(js, name))}") from exc
             assert ack.seq not in acked, "two messages acked at the same sequence"
             acked[ack.seq] = data
         assert kills == 3
