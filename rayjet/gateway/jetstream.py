@@ -319,6 +319,9 @@ class JetStreamBridge:
             return  # nobody to answer
         tokens = subject[len(jsapi.API_PREFIX):].split(".")
         if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            if len(tokens) != 5:  # no consumer listens on such a subject
+                self.gateway.route(reply, None, NO_RESPONDERS, b"")
+                return
             self._spawn(self._pull(tokens, reply, payload))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
@@ -332,6 +335,8 @@ class JetStreamBridge:
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        if doc is None:
+            return  # nats-server leaves a subject it does not serve unanswered
         if tokens == ["INFO"] and "error" not in doc:
             # the requests this gateway answered before this one, as nats-server counts an
             # account's (per gateway here: each keeps its own count)
@@ -422,8 +427,6 @@ class JetStreamBridge:
         self._links.pop((stream, consumer), None)
 
     async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
-        if len(tokens) != 5:
-            return
         stream, consumer = tokens[3], tokens[4]
         try:
             req = _pull_request(payload)

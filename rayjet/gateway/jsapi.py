@@ -401,57 +401,70 @@ def meta_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]) -> di
     return {"success": True}
 
 
-# (API tokens after $JS.API) -> (handler, response type)
-ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
-    ("INFO",): (account_info, "account_info_response"),
-    ("STREAM", "CREATE"): (stream_create, "stream_create_response"),
-    ("STREAM", "UPDATE"): (stream_update, "stream_update_response"),
-    ("STREAM", "INFO"): (stream_info, "stream_info_response"),
-    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response"),
-    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response"),
-    ("STREAM", "NAMES"): (stream_names, "stream_names_response"),
-    ("STREAM", "LIST"): (stream_list, "stream_list_response"),
-    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response"),
-    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response"),
-    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response"),
-    ("CONSUMER", "DURABLE", "CREATE"): (consumer_create, "consumer_create_response"),
-    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response"),
-    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response"),
-    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response"),
-    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response"),
-    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response"),
-    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response"),
+def not_supported(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """nats-server answers these requests (with an error where they cannot apply); rayjet
+    does not serve them, and says so rather than leave the client waiting."""
+    raise APIError(f"$JS.API.{'.'.join(tokens)} is not supported by rayjet", code=400,
+                   err_code=10003)
+
+
+# (API tokens after $JS.API) -> (handler, response type, the subject's remaining tokens as
+# nats-server subscribes to them: "" none, "*" one, "*.*" two, ">" one or more)
+ROUTES: dict[tuple[str, ...], tuple[Handler, str, str]] = {
+    ("INFO",): (account_info, "account_info_response", ""),
+    ("STREAM", "CREATE"): (stream_create, "stream_create_response", "*"),
+    ("STREAM", "UPDATE"): (stream_update, "stream_update_response", "*"),
+    ("STREAM", "INFO"): (stream_info, "stream_info_response", "*"),
+    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response", "*"),
+    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response", "*"),
+    ("STREAM", "NAMES"): (stream_names, "stream_names_response", ""),
+    ("STREAM", "LIST"): (stream_list, "stream_list_response", ""),
+    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response", "*"),
+    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response", "*"),
+    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response", ">"),
+    ("CONSUMER", "DURABLE", "CREATE"): (consumer_create, "consumer_create_response", "*.*"),
+    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response", "*.*"),
+    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response", "*.*"),
+    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response", "*"),
+    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", "*"),
+    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", "*.*"),
+    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", "*.*"),
     ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown,
-                                       "stream_leader_stepdown_response"),
+                                       "stream_leader_stepdown_response", "*"),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
-                                         "consumer_leader_stepdown_response"),
-    ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response"),
-    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response"),
+                                         "consumer_leader_stepdown_response", "*.*"),
+    ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response",
+                                     ""),
+    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response", "*"),
+    ("STREAM", "SNAPSHOT"): (not_supported, "stream_snapshot_response", "*"),
+    ("STREAM", "RESTORE"): (not_supported, "stream_restore_response", "*"),
+    ("STREAM", "PEER", "EVACUATE"): (not_supported, "stream_evacuate_peer_response", "*"),
+    ("STREAM", "CANCEL_MOVE"): (not_supported, "stream_cancel_move_response", "*"),
 }
 
 
+def _fits(rest: list[str], pattern: str) -> bool:
+    if pattern == ">":
+        return len(rest) >= 1
+    return len(rest) == (len(pattern.split(".")) if pattern else 0)
+
+
 def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
-    """The handler for API ``tokens`` (the subject after ``$JS.API.``), longest prefix
-    first."""
+    """The handler for API ``tokens`` (the subject after ``$JS.API.``); None where
+    nats-server has no subscription for the subject (the request goes unanswered)."""
     for n in (3, 2, 1):
-        if len(tokens) < n:
-            continue
-        hit = ROUTES.get(tuple(tokens[:n]))
-        if hit is not None:
-            if (hit[0] in (stream_names, stream_list, account_info, meta_leader_stepdown)
-                    and len(tokens) != n):
-                return None
-            return hit
+        hit = ROUTES.get(tuple(tokens[:n])) if len(tokens) >= n else None
+        if hit is not None and _fits(tokens[n:], hit[2]):
+            return hit[0], hit[1]
     return None
 
 
-def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any]:
-    """The response document of one API request (``tokens`` after ``$JS.API.``)."""
+def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any] | None:
+    """The response document of one API request (``tokens`` after ``$JS.API.``); None for
+    a subject nats-server does not serve, which it leaves unanswered."""
     hit = route_for(tokens)
     if hit is None:
-        return error_response(APIError(f"unknown JetStream API request "
-                                       f"$JS.API.{'.'.join(tokens)}", code=400,
-                                       err_code=10003))
+        return None
     handler, kind = hit
     try:
         return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}
