@@ -73,3 +73,73 @@ def test_requests_to_subjects_nats_server_does_not_serve(gateway, nats_server): 
     assert "silent" not in expected[1].values()
     got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
     assert got == expected
+
+
+async def _pull_answers(nc, subject: str, body: bytes, wait: float) -> list:
+    """Everything a pull request's reply subject gets within ``wait`` seconds: each
+    message's data, each status as (code, description, pending messages, pending bytes)."""
+    inbox = nc.new_inbox()
+    got: list = []
+
+    async def take(msg):
+        hdrs = msg.headers or {}
+        if "Status" in hdrs:
+            got.append((hdrs["Status"], hdrs.get("Description"),
+                        hdrs.get("Nats-Pending-Messages"), hdrs.get("Nats-Pending-Bytes")))
+        else:
+            got.append(msg.data.decode())
+
+    sub = await nc.subscribe(inbox, cb=take)
+    await nc.publish(subject, body, reply=inbox)
+    await asyncio.sleep(wait)
+    await sub.unsubscribe()
+    return got
+
+
+# consumer (a filter that matches nothing: "none") -> its pull request
+ZERO_BATCH_PULLS = {
+    "none1": b'{"batch":0,"expires":500000000}',
+    "none2": b'{"batch":0,"no_wait":true}',
+    "none3": b'{"batch":0,"expires":500000000,"no_wait":true}',
+    "zero": b'{"batch":0}',
+    "nobatch": b'{"expires":500000000}',
+    "negative": b'{"batch":-2,"no_wait":true}',
+    "text": b"0",
+    "textneg": b"-3",
+    "bytes": b'{"batch":0,"max_bytes":1000,"expires":500000000}',
+    "bytes1": b'{"batch":1,"max_bytes":1000,"expires":500000000}',  # 409 Batch Completed too
+}
+
+
+def test_pulls_with_a_batch_of_zero_or_less(gateway, nats_server, stream_name,  # noqa: F811
+                                           drop_new_streams):  # noqa: F811
+    """nats-server serves a pull whose batch is 0 (the JavaScript client's ordered consumer
+    sends one), negative or missing as a pull for one message, and counts what is still
+    owed from the number asked: a 408 says 0 pending messages, a 409 Batch Completed -1."""
+    gw = gateway()
+
+    async def observe(url: str) -> dict:
+        nc = await nats.connect(url)
+        js_ = nc.jetstream()
+        try:
+            await js_.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            for i in range(3):
+                await js_.publish(f"{stream_name}.a", f"m{i}".encode())
+            for name in ZERO_BATCH_PULLS:
+                what = "none" if name.startswith("none") else "a"
+                await js_.add_consumer(stream_name, durable_name=name, ack_policy="explicit",
+                                       filter_subject=f"{stream_name}.{what}")
+            answers = await asyncio.gather(*(
+                _pull_answers(nc, f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}", body, 1.0)
+                for name, body in ZERO_BATCH_PULLS.items()))
+            await js_.delete_stream(stream_name)
+            return dict(zip(ZERO_BATCH_PULLS, answers))
+        finally:
+            await nc.close()
+
+    expected = asyncio.run(observe(nats_server.url))
+    assert expected["none1"] == [("408", "Request Timeout", "0", "0")]
+    assert expected["zero"] == ["m0"] and expected["bytes"][1][:3] == ("409", "Batch Completed",
+                                                                     "-1")
+    got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
+    assert got == expected
