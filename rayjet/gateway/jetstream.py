@@ -352,7 +352,7 @@ class JetStreamBridge:
             if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):
                 await self._changed_stream(
                     tokens[2], None if tokens[1] == "DELETE"
-                    else StreamConfig.from_dict(doc["config"]))
+                    else StreamConfig.from_dict(jsapi.without_reserved(doc["config"])))
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
             if tokens[:2] == ["CONSUMER", "DELETE"] and len(tokens) >= 4:

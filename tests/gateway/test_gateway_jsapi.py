@@ -143,3 +143,85 @@ def test_pulls_with_a_batch_of_zero_or_less(gateway, nats_server, stream_name,  
                                                                      "-1")
     got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
     assert got == expected
+
+
+def test_create_and_info_answers_carry_did_create_and_the_api_levels(
+        gateway, js, nats_server, stream_name, drop_new_streams):  # noqa: F811
+    """nats-server 2.15.1 says ``did_create`` in a stream create's answer and writes the API
+    level each stream and consumer needs (``_nats.req.level``) in every config it shows,
+    with its version and level (``_nats.ver``, ``_nats.level``) in the answers about one
+    stream or consumer; those keys in a request are not kept as the user's metadata."""
+    gw = gateway()
+    name, ttl = stream_name, stream_name + "T"
+
+    async def observe(url: str) -> dict:
+        nc = await nats.connect(url)
+
+        async def ask(subject: str, body: dict | None = None) -> dict:
+            payload = json.dumps(body).encode() if body is not None else b""
+            doc = json.loads((await nc.request("$JS.API." + subject, payload, timeout=20)).data)
+            assert "error" not in doc, (subject, doc)
+            return doc
+
+        def seen(doc: dict) -> dict:
+            return {"did_create": doc.get("did_create"),
+                    "metadata": (doc.get("config") or {}).get("metadata")}
+
+        try:
+            plain = {"name": name, "subjects": [f"{name}.>"]}
+            with_own = {**plain, "metadata": {"a": "b", "_nats.req.level": "7",
+                                              "_nats.ver": "0.0.1"}}
+            out = {
+                "create": seen(await ask(f"STREAM.CREATE.{name}", plain)),
+                "again": seen(await ask(f"STREAM.CREATE.{name}", plain)),
+                "update": seen(await ask(f"STREAM.UPDATE.{name}", with_own)),
+                "same": seen(await ask(f"STREAM.CREATE.{name}", with_own)),
+                "info": seen(await ask(f"STREAM.INFO.{name}")),
+                "ttl": seen(await ask(f"STREAM.CREATE.{ttl}", {
+                    "name": ttl, "subjects": [f"{ttl}.>"], "allow_msg_ttl": True})),
+                "list": sorted((s["config"]["name"], s["config"].get("metadata")) for s in
+                               (await ask("STREAM.LIST", {}))["streams"]
+                               if s["config"]["name"] in (name, ttl)),
+                "consumer": seen(await ask(f"CONSUMER.CREATE.{name}.c", {
+                    "stream_name": name, "config": {"durable_name": "c", "ack_policy": "explicit",
+                                                    "metadata": {"x": "y", "_nats.level": "1"}}})),
+                "paused": seen(await ask(f"CONSUMER.CREATE.{name}.p", {
+                    "stream_name": name, "config": {"durable_name": "p", "ack_policy": "explicit",
+                                                    "pause_until": "2099-01-01T00:00:00Z"}})),
+                "consumer_info": seen(await ask(f"CONSUMER.INFO.{name}.c")),
+                "consumer_list": sorted(
+                    (c["name"], c["config"].get("metadata")) for c in
+                    (await ask(f"CONSUMER.LIST.{name}", {}))["consumers"]),
+            }
+            for stream in (name, ttl):
+                await ask(f"STREAM.DELETE.{stream}")
+            return out
+        finally:
+            await nc.close()
+
+    expected = asyncio.run(observe(nats_server.url))
+    levels = {"_nats.req.level": "0", "_nats.ver": "2.15.1", "_nats.level": "5"}
+    assert expected["create"] == {"did_create": True, "metadata": levels}
+    assert expected["info"]["metadata"] == {**levels, "a": "b"}
+    assert expected["list"][0][1] == {"_nats.req.level": "0", "a": "b"}
+    got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
+    assert got == expected
+
+    # what is kept is the user's own metadata only
+    js.add_stream(name=name, subjects=[f"{name}.>"])
+    asyncio.run(_update_with_levels(gw.port, name))
+    assert dict(js.stream_info(name).config.metadata) == {"a": "b"}
+
+
+async def _update_with_levels(port: int, name: str) -> None:
+    """STREAM.UPDATE with the metadata a client read from an info answer."""
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        body = {"name": name, "subjects": [f"{name}.>"],
+                "metadata": {"a": "b", "_nats.req.level": "0", "_nats.ver": "2.15.1",
+                             "_nats.level": "5"}}
+        doc = json.loads((await nc.request(f"$JS.API.STREAM.UPDATE.{name}",
+                                           json.dumps(body).encode(), timeout=20)).data)
+        assert "error" not in doc, doc
+    finally:
+        await nc.close()
