@@ -225,3 +225,55 @@ async def _update_with_levels(port: int, name: str) -> None:
         assert "error" not in doc, doc
     finally:
         await nc.close()
+
+
+def test_max_deliver_used_up_leaves_the_ack_floor_where_it_was(
+        gateway, js, nats_server, stream_name, drop_new_streams):  # noqa: F811
+    """A message that used up max_deliver (2) stays pending past its last delivery's ack
+    wait until the consumer next tries to deliver (a pull), then leaves pending; the ack
+    floor stays below it (only acks move it), as nats-server 2.15.1 reports; the Python
+    API shows the same."""
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    gw = gateway()
+
+    async def observe(url: str) -> list:
+        nc = await nats.connect(url)
+        js_ = nc.jetstream()
+
+        async def info() -> tuple:
+            d = json.loads((await nc.request(f"$JS.API.CONSUMER.INFO.{stream_name}.c", b"",
+                                             timeout=10)).data)
+            return (d["delivered"]["consumer_seq"], d["delivered"]["stream_seq"],
+                    d["ack_floor"]["consumer_seq"], d["ack_floor"]["stream_seq"],
+                    d["num_ack_pending"], d["num_redelivered"])
+
+        try:
+            await js_.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            await js_.add_consumer(stream_name, ConsumerConfig(
+                durable_name="c", ack_policy=AckPolicy.EXPLICIT, max_deliver=2, ack_wait=1.0))
+            for i in range(3):
+                await js_.publish(f"{stream_name}.a", f"m{i}".encode())
+            sub = await js_.pull_subscribe_bind("c", stream_name)
+            first = await sub.fetch(3, timeout=5)
+            for m in first[1:]:
+                await m.ack_sync()
+            seen = [[m.metadata.num_delivered for m in first], await info()]
+            again = await sub.fetch(3, timeout=5)  # the redelivery, after the ack wait
+            seen.append([(m.data.decode(), m.metadata.num_delivered) for m in again])
+            await asyncio.sleep(1.5)  # its ack wait ran out again
+            seen.append(await info())
+            with pytest.raises(NatsTimeout):
+                await sub.fetch(1, timeout=1.0)  # the attempt that ends it
+            seen.append(await info())
+            return seen
+        finally:
+            await nc.close()
+
+    expected = asyncio.run(observe(nats_server.url))
+    assert expected[3:] == [(4, 3, 0, 0, 1, 1), (4, 3, 0, 0, 0, 1)]
+    got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
+    assert got == expected
+    i = js.consumer_info(stream_name, "c")
+    assert (i.delivered.consumer_seq, i.delivered.stream_seq, i.ack_floor.consumer_seq,
+            i.ack_floor.stream_seq, i.num_ack_pending, i.num_redelivered) == expected[-1]
