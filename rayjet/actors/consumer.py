@@ -496,7 +496,12 @@ class ConsumerReplica:
             if not st.done:
                 continue  # idle heartbeat: the fetch call itself is the liveness signal
             fetch = self._fetches.get(st.reply)
-            if fetch is not None and not fetch.future.done():
+            if fetch is not None and fetch.future.done():
+                # the messages just handed out completed the fetch, and the status came with
+                # them (409 Batch Completed): it still goes back with the answer
+                if fetch.status is None:
+                    fetch.status = (st.code, st.description, st.pending_msgs, st.pending_bytes)
+            elif fetch is not None:
                 # (code, description, pending messages, pending bytes)
                 fetch.status = (st.code, st.description, st.pending_msgs, st.pending_bytes)
                 fetch.leaving = True

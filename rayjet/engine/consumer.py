@@ -804,7 +804,13 @@ class ConsumerEngine(AckDecisions):
     def due_redeliveries(self, now: int | None = None) -> Batch:
         """Queue for redelivery every pending message whose ack wait (or backoff step) ran
         out; those past max_deliver leave pending instead (op + advisory). Deliver the queued
-        ones with :meth:`serve` / :meth:`next_batch`."""
+        ones with :meth:`serve` / :meth:`next_batch`.
+
+        As nats-server 2.15.1 counts here, a message's count is its redeliveries (at least
+        1), so only max_deliver 1 (or a max_deliver lowered below what was delivered) ends
+        a message at its ack wait; otherwise its last delivery's expiry queues it once
+        more, and the next attempt to deliver (a waiting pull, a push round) ends it: it
+        stays pending for an ack until then."""
         view = self._check_leader()
         now = self.clock.now_ns() if now is None else now
         out = Batch()
@@ -813,19 +819,21 @@ class ConsumerEngine(AckDecisions):
         for sseq, p in view.pending.items():
             if sseq in self._rdq_set or now - p[1] < self._deadline(view, sseq):
                 continue
-            dc = view.redelivered.get(sseq, 0) + 1
-            if self._max_deliver and dc >= self._max_deliver:
-                maxed.append((sseq, dc))
+            count = max(view.redelivered.get(sseq, 0), 1)
+            if self._max_deliver and count >= self._max_deliver:
+                maxed.append((sseq, count))
             else:
                 expired.append(sseq)
         for sseq in expired:  # pending keys run in stream order already
             self._rdq.append(sseq)
             self._rdq_set.add(sseq)
         if maxed:
-            for sseq, dc in maxed:
-                out.advisories.append(self._advisory(
-                    MAX_DELIVERIES, MAX_DELIVER_TYPE, now, stream_seq=sseq, deliveries=dc))
-            out.ops.append(self._propose(MaxDeliveredOp(tuple((s, dc + 1) for s, dc in maxed))))
+            for sseq, count in maxed:
+                if count == self._max_deliver:  # once, as nats-server advises
+                    out.advisories.append(self._advisory(
+                        MAX_DELIVERIES, MAX_DELIVER_TYPE, now, stream_seq=sseq,
+                        deliveries=count))
+            out.ops.append(self._propose(MaxDeliveredOp(tuple((s, n + 1) for s, n in maxed))))
         return out
 
     def next_redelivery_ns(self) -> int:

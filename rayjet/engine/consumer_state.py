@@ -123,12 +123,12 @@ class ConsumerState:
                     p[1] = op.ts
             return []
         if t is MaxDeliveredOp:
+            # out of pending, the floor where it was: as nats-server 2.15.1's stored state,
+            # only an ack moves it (past such a message once it is not the next one, or to
+            # the last delivered when nothing is pending any more)
             for s, dc in op.items:
-                p = self.pending.pop(s, None)
-                if p is not None:
-                    if self.redelivered.get(s, 0) < dc - 1:
-                        self.redelivered[s] = dc - 1
-                    self._move_floor(p[0], s)
+                if self.pending.pop(s, None) is not None and self.redelivered.get(s, 0) < dc - 1:
+                    self.redelivered[s] = dc - 1
             return []
         if t is StartOp:
             if not self.started:

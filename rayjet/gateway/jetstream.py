@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,7 @@ MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 EVENTS_POLL = 20.0  # s one long poll of the event hub waits at most
 EVENTS_START = 5.0  # s a starting gateway waits to know where the hub's events stand
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _json(doc: dict[str, Any]) -> bytes:
@@ -325,6 +327,9 @@ class JetStreamBridge:
             return  # nobody to answer
         tokens = subject[len(jsapi.API_PREFIX):].split(".")
         if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            if len(tokens) != 5:  # no consumer listens on such a subject
+                self.gateway.route(reply, None, NO_RESPONDERS, b"")
+                return
             self._spawn(self._pull(tokens, reply, payload))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
@@ -372,6 +377,8 @@ class JetStreamBridge:
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        if doc is None:
+            return  # nats-server leaves a subject it does not serve unanswered
         if tokens == ["INFO"] and "error" not in doc:
             # the requests this gateway answered before this one, as nats-server counts an
             # account's (per gateway here: each keeps its own count)
@@ -385,7 +392,7 @@ class JetStreamBridge:
             if tokens[0] == "STREAM" and tokens[1] in ("CREATE", "UPDATE", "DELETE"):
                 await self._changed_stream(
                     tokens[2], None if tokens[1] == "DELETE"
-                    else StreamConfig.from_dict(doc["config"]))
+                    else StreamConfig.from_dict(jsapi.without_reserved(doc["config"])))
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
             if tokens[:2] == ["CONSUMER", "DELETE"] and len(tokens) >= 4:
@@ -462,8 +469,6 @@ class JetStreamBridge:
         self._links.pop((stream, consumer), None)
 
     async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
-        if len(tokens) != 5:
-            return
         stream, consumer = tokens[3], tokens[4]
         try:
             req = _pull_request(payload)
@@ -488,7 +493,7 @@ class JetStreamBridge:
     async def serve_pull(self, stream: str, consumer: str, reply: str,
                          req: dict[str, Any], answers: list | None = None,
                          ranges: Any = ()) -> None:
-        batch, max_bytes = req["batch"], req["max_bytes"]
+        batch, max_bytes, shift = req["batch"], req["max_bytes"], req.get("shift", 0)
         expires, no_wait, hb = req["expires"], req["no_wait"], req["idle_heartbeat"]
         end = time.monotonic() + expires if expires else None
         active = [time.monotonic()]  # when the requester last heard from us
@@ -520,7 +525,7 @@ class JetStreamBridge:
                     if end is not None and not probe:
                         await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))
                         if not call.done():
-                            self._expired(reply, call, batch, max_bytes)
+                            self._expired(reply, call, batch + shift, max_bytes)
                             return
                     got, status = await call
                     if probe and not len(got) and status is not None and status[0] == 404:
@@ -555,7 +560,7 @@ class JetStreamBridge:
                         continue  # no expiry: keep waiting while the requester listens
                     extra = []
                     if code in (408, 409) and (pending_msgs or pending_bytes):
-                        extra = [("Nats-Pending-Messages", str(pending_msgs)),
+                        extra = [("Nats-Pending-Messages", str(pending_msgs + shift)),
                                  ("Nats-Pending-Bytes", str(pending_bytes))]
                     self.gateway.route(reply, None, P.status_header(code, description, extra),
                                        b"")
@@ -768,20 +773,29 @@ def _answer(payload: bytes, sseq: int) -> tuple[str, int, Any] | None:
     return None
 
 
+def _batch(asked: int) -> tuple[int, int]:
+    """A pull's batch as served and the shift of the pending counts it reports: nats-server
+    serves a batch of 0 or less as one message, and counts what is still owed from the
+    number asked for (a batch of 0 that got nothing is owed 0)."""
+    served = max(asked, 1)
+    return served, asked - served
+
+
 def _pull_request(payload: bytes) -> dict[str, Any]:
     body = payload.strip()
-    req: dict[str, Any] = {"batch": 1, "expires": 0.0, "no_wait": False, "max_bytes": 0,
-                           "idle_heartbeat": 0.0}
-    if not body:
-        return req
-    if body.isdigit():
-        req["batch"] = int(body)
+    req: dict[str, Any] = {"batch": 1, "shift": 0, "expires": 0.0, "no_wait": False,
+                           "max_bytes": 0, "idle_heartbeat": 0.0}
+    if not body.startswith(b"{"):
+        # nats-server reads any other request as a batch size, or 1 when it is not a number
+        text = body.decode("ascii", "replace")
+        if _INT.fullmatch(text) and -2**63 <= int(text) < 2**63:
+            req["batch"], req["shift"] = _batch(int(text))
         return req
     doc = jsapi.parse_body(body)
-    batch = doc.get("batch", 1)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise APIError("Bad Request - batch must be positive", code=400, err_code=10003)
-    req["batch"] = batch
+    batch = doc.get("batch") or 0  # a request without a batch asks for 0 (Go's zero value)
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise APIError("Bad Request - batch must be an integer", code=400, err_code=10003)
+    req["batch"], req["shift"] = _batch(batch)
     req["expires"] = max(int(doc.get("expires") or 0), 0) / 1e9
     req["no_wait"] = bool(doc.get("no_wait"))
     req["max_bytes"] = max(int(doc.get("max_bytes") or 0), 0)

@@ -19,6 +19,7 @@ from rayjet.api.duration import as_datetime, to_rfc3339
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
 from rayjet.errors.table import ERRORS
+from rayjet.gateway.server import SERVER_VERSION
 from rayjet.subjects import subjects_collide
 
 API_PREFIX = "$JS.API."
@@ -27,6 +28,13 @@ LIST_LIMIT = 256  # JSApiListLimit
 TYPE = "io.nats.jetstream.api.v1."
 
 Handler = Callable[[Any, list[str], dict[str, Any]], dict[str, Any]]
+
+API_LEVEL = 5  # nats-server 2.15.1's JetStream API level (the version the gateway reports)
+# metadata keys nats-server keeps for itself: the API level a stream or consumer needs
+# (stored, in every config it writes) and the server's version and level (added to the
+# answers about one stream or consumer only); a request's own values are dropped
+REQ_LEVEL, SERVER_VER, SERVER_LEVEL = "_nats.req.level", "_nats.ver", "_nats.level"
+_RESERVED = (REQ_LEVEL, SERVER_VER, SERVER_LEVEL)
 
 
 def parse_body(payload: bytes) -> dict[str, Any]:
@@ -75,6 +83,59 @@ def _paged(items: list, offset: int, limit: int, key: str) -> dict[str, Any]:
             key: items[offset:offset + limit]}
 
 
+# -- asset metadata -------------------------------------------------------------------------
+def without_reserved(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A requested config without the metadata keys nats-server sets itself."""
+    meta = cfg.get("metadata")
+    if not isinstance(meta, dict) or not any(k in meta for k in _RESERVED):
+        return cfg
+    return {**cfg, "metadata": {k: v for k, v in meta.items() if k not in _RESERVED}}
+
+
+def _stream_level(cfg: dict[str, Any]) -> int:
+    """The API level a stream config needs, by the features it uses (as nats-server)."""
+    if cfg.get("allow_batched"):
+        return 4
+    if (cfg.get("allow_msg_counter") or cfg.get("allow_atomic")
+            or cfg.get("allow_msg_schedules") or cfg.get("persist_mode") == "async"):
+        return 2
+    if cfg.get("allow_msg_ttl") or (cfg.get("subject_delete_marker_ttl") or 0) > 0:
+        return 1
+    return 0
+
+
+def _consumer_level(cfg: dict[str, Any]) -> int:
+    if cfg.get("ack_policy") == "flow_control":
+        return 4
+    if (cfg.get("pause_until") not in (None, _NO_TIME)
+            or cfg.get("priority_policy", "none") != "none" or cfg.get("priority_timeout")
+            or cfg.get("priority_groups")):
+        return 1
+    return 0
+
+
+def _with_levels(cfg: dict[str, Any], level: int, one: bool) -> None:
+    """The config's metadata as nats-server writes it: the user's keys, the level the asset
+    needs and, in an answer about this one asset (``one``), the server's version and
+    level."""
+    meta = {k: v for k, v in (cfg.get("metadata") or {}).items() if k not in _RESERVED}
+    meta[REQ_LEVEL] = str(level)
+    if one:
+        meta[SERVER_VER] = SERVER_VERSION
+        meta[SERVER_LEVEL] = str(API_LEVEL)
+    cfg["metadata"] = meta
+
+
+def consumer_json(info: Any, *, one: bool = True) -> dict[str, Any]:
+    """A ConsumerInfo as nats-server writes it (``one``: an answer about this consumer
+    alone, not a list)."""
+    out = info.to_dict()
+    cfg = out.get("config")
+    if cfg is not None:
+        _with_levels(cfg, _consumer_level(cfg), one)
+    return out
+
+
 # -- account --------------------------------------------------------------------------------
 def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
     """Usage and limits (the gateway adds its request counts and domain)."""
@@ -98,11 +159,12 @@ _ALWAYS = {"max_age": 0, "allow_direct": False, "mirror_direct": False, "sealed"
 _NO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: an empty stream's first and last ts
 
 
-def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
+def stream_json(info: Any, *, created: bool = False, one: bool = True) -> dict[str, Any]:
     """A StreamInfo as nats-server 2.15 writes it: the settings it always writes, zero or
-    not, and none of rayjet's own (``hosting``); counts of deleted messages and subjects
-    only when there are some; a create answer has no cluster section (nats-server's
-    single-server answer)."""
+    not, and none of rayjet's own (``hosting``); the metadata levels (``one``: an answer
+    about this stream alone, not a list); counts of deleted messages and subjects only
+    when there are some; a create answer has no cluster section and says it created
+    (nats-server's single-server answer, which says so of an unchanged stream too)."""
     out = info.to_dict()
     cfg = out.get("config") or {}
     for key in [k for k, v in cfg.items() if k in _OMIT_ZERO and v in (False, 0)]:
@@ -110,6 +172,7 @@ def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
     cfg.pop("hosting", None)
     for key, zero in _ALWAYS.items():
         cfg.setdefault(key, zero)
+    _with_levels(cfg, _stream_level(cfg), one)
     state = out.get("state")
     if state is not None:
         for key in ("num_deleted", "num_subjects"):
@@ -119,6 +182,7 @@ def stream_json(info: Any, *, created: bool = False) -> dict[str, Any]:
         state.setdefault("last_ts", _NO_TIME)
     if created:
         out.pop("cluster", None)
+        out["did_create"] = True
     return out
 
 
@@ -127,7 +191,7 @@ def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:
     if body.get("name") != name:  # missing too (an empty body): nats-server refuses it
         raise APIError("stream name in subject does not match request", code=400,
                        err_code=10056)
-    return StreamConfig.from_dict({**body, "name": name})
+    return StreamConfig.from_dict({**without_reserved(body), "name": name})
 
 
 BUCKET_STREAM_PREFIXES = ("KV_", "OBJ_")
@@ -195,7 +259,7 @@ def stream_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, A
         if isinstance(info, APIError):
             missing.append(name)
         else:
-            infos.append(stream_json(info))
+            infos.append(stream_json(info, one=False))
     out = {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
     if missing:
         out["missing"] = missing
@@ -274,6 +338,7 @@ def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[st
     raw = body.get("config")
     if not isinstance(raw, dict):
         raise error_for("BAD_REQUEST", err="the request needs a consumer config")
+    raw = without_reserved(raw)
     cfg = ConsumerConfig.from_dict(raw)
     if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
         raise APIError("consumer name in subject does not match durable name in request",
@@ -303,12 +368,13 @@ def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[st
     if action == "update":
         if not named or not _exists(js, stream, named):
             raise error_for("CONSUMER_DOES_NOT_EXIST")
-        return js.update_consumer(stream, cfg).to_dict()
-    return js.add_consumer(stream, cfg).to_dict()
+        return consumer_json(js.update_consumer(stream, cfg))
+    return consumer_json(js.add_consumer(stream, cfg))
 
 
 def consumer_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
-    return js.consumer_info(_name(tokens, 2, "stream"), _name(tokens, 3, "consumer")).to_dict()
+    return consumer_json(js.consumer_info(_name(tokens, 2, "stream"),
+                                          _name(tokens, 3, "consumer")))
 
 
 def consumer_delete(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +399,7 @@ def consumer_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str,
     infos = []
     for name in names[offset:offset + LIST_LIMIT]:
         try:
-            infos.append(js.consumer_info(stream, name).to_dict())
+            infos.append(consumer_json(js.consumer_info(stream, name), one=False))
         except ConsumerNotFoundError:
             continue  # deleted meanwhile
     return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
@@ -401,57 +467,70 @@ def meta_leader_stepdown(js: Any, tokens: list[str], body: dict[str, Any]) -> di
     return {"success": True}
 
 
-# (API tokens after $JS.API) -> (handler, response type)
-ROUTES: dict[tuple[str, ...], tuple[Handler, str]] = {
-    ("INFO",): (account_info, "account_info_response"),
-    ("STREAM", "CREATE"): (stream_create, "stream_create_response"),
-    ("STREAM", "UPDATE"): (stream_update, "stream_update_response"),
-    ("STREAM", "INFO"): (stream_info, "stream_info_response"),
-    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response"),
-    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response"),
-    ("STREAM", "NAMES"): (stream_names, "stream_names_response"),
-    ("STREAM", "LIST"): (stream_list, "stream_list_response"),
-    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response"),
-    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response"),
-    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response"),
-    ("CONSUMER", "DURABLE", "CREATE"): (consumer_create, "consumer_create_response"),
-    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response"),
-    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response"),
-    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response"),
-    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response"),
-    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response"),
-    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response"),
+def not_supported(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """nats-server answers these requests (with an error where they cannot apply); rayjet
+    does not serve them, and says so rather than leave the client waiting."""
+    raise APIError(f"$JS.API.{'.'.join(tokens)} is not supported by rayjet", code=400,
+                   err_code=10003)
+
+
+# (API tokens after $JS.API) -> (handler, response type, the subject's remaining tokens as
+# nats-server subscribes to them: "" none, "*" one, "*.*" two, ">" one or more)
+ROUTES: dict[tuple[str, ...], tuple[Handler, str, str]] = {
+    ("INFO",): (account_info, "account_info_response", ""),
+    ("STREAM", "CREATE"): (stream_create, "stream_create_response", "*"),
+    ("STREAM", "UPDATE"): (stream_update, "stream_update_response", "*"),
+    ("STREAM", "INFO"): (stream_info, "stream_info_response", "*"),
+    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response", "*"),
+    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response", "*"),
+    ("STREAM", "NAMES"): (stream_names, "stream_names_response", ""),
+    ("STREAM", "LIST"): (stream_list, "stream_list_response", ""),
+    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response", "*"),
+    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response", "*"),
+    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response", ">"),
+    ("CONSUMER", "DURABLE", "CREATE"): (consumer_create, "consumer_create_response", "*.*"),
+    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response", "*.*"),
+    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response", "*.*"),
+    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response", "*"),
+    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", "*"),
+    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", "*.*"),
+    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", "*.*"),
     ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown,
-                                       "stream_leader_stepdown_response"),
+                                       "stream_leader_stepdown_response", "*"),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
-                                         "consumer_leader_stepdown_response"),
-    ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response"),
-    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response"),
+                                         "consumer_leader_stepdown_response", "*.*"),
+    ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response",
+                                     ""),
+    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response", "*"),
+    ("STREAM", "SNAPSHOT"): (not_supported, "stream_snapshot_response", "*"),
+    ("STREAM", "RESTORE"): (not_supported, "stream_restore_response", "*"),
+    ("STREAM", "PEER", "EVACUATE"): (not_supported, "stream_evacuate_peer_response", "*"),
+    ("STREAM", "CANCEL_MOVE"): (not_supported, "stream_cancel_move_response", "*"),
 }
 
 
+def _fits(rest: list[str], pattern: str) -> bool:
+    if pattern == ">":
+        return len(rest) >= 1
+    return len(rest) == (len(pattern.split(".")) if pattern else 0)
+
+
 def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
-    """The handler for API ``tokens`` (the subject after ``$JS.API.``), longest prefix
-    first."""
+    """The handler for API ``tokens`` (the subject after ``$JS.API.``); None where
+    nats-server has no subscription for the subject (the request goes unanswered)."""
     for n in (3, 2, 1):
-        if len(tokens) < n:
-            continue
-        hit = ROUTES.get(tuple(tokens[:n]))
-        if hit is not None:
-            if (hit[0] in (stream_names, stream_list, account_info, meta_leader_stepdown)
-                    and len(tokens) != n):
-                return None
-            return hit
+        hit = ROUTES.get(tuple(tokens[:n])) if len(tokens) >= n else None
+        if hit is not None and _fits(tokens[n:], hit[2]):
+            return hit[0], hit[1]
     return None
 
 
-def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any]:
-    """The response document of one API request (``tokens`` after ``$JS.API.``)."""
+def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any] | None:
+    """The response document of one API request (``tokens`` after ``$JS.API.``); None for
+    a subject nats-server does not serve, which it leaves unanswered."""
     hit = route_for(tokens)
     if hit is None:
-        return error_response(APIError(f"unknown JetStream API request "
-                                       f"$JS.API.{'.'.join(tokens)}", code=400,
-                                       err_code=10003))
+        return None
     handler, kind = hit
     try:
         return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}

@@ -282,6 +282,10 @@ def test_max_deliveries_and_terminated_advisories(js, orders):
     first[1].term("cannot parse")
     again = sub.fetch(1, timeout=10)  # the unacked one, delivered a second (last) time
     assert again[0].data == b"poison" and again[0].metadata.num_delivered == 2
+    # past its ack wait it is queued once more, and the next pull ends it (as nats-server)
+    time.sleep(1.0)
+    with pytest.raises(NoMessagesError):
+        sub.fetch(1, timeout=1)
     deadline = time.monotonic() + 20
     kinds: set[str] = set()
     while time.monotonic() < deadline and not {"MAX_DELIVERIES", "MSG_TERMINATED"} <= kinds:

@@ -80,7 +80,7 @@ const scenarios = {
 
   async kv() {
     const kvm = new Kvm(nc);
-    const kv = await kvm.create(prefix + "_kv", { history: 5 });
+    const kv = await kvm.create(prefix + "_kv", { history: 5, ttl: 60000 });
     const r1 = await kv.put("a.b", "1");
     const r2 = await kv.put("a.b", "2");
     await kv.put("c", "3");
@@ -94,7 +94,8 @@ const scenarios = {
     try { await kv.update("a.b", "x", r1); } catch (err) { conflict = failure(err); }
     const st = await kv.status();
     return { revisions: [r1, r2], value: e.string(), keys: keys.sort(), hist, conflict,
-             status: { bucket: st.bucket, values: st.values, history: st.history } };
+             status: { bucket: st.bucket, values: st.values, history: st.history, ttl: st.ttl,
+                       metadata: st.metadata } };
   },
 
   async obj() {
@@ -118,13 +119,18 @@ const scenarios = {
     const created = await jsm.streams.add({ name, subjects: [name + ".>"] });
     await js.publish(name + ".a", "x");
     const info = await jsm.streams.info(name);
+    const listed = [];
+    for await (const si of jsm.streams.list(name + ".>")) listed.push(si.config.metadata);
+    const consumer = await jsm.consumers.add(name, { durable_name: "S", metadata: { a: "b" } });
     const keys = (o) => Object.keys(o || {}).sort();
-    const bare = (o) => keys(o).filter((k) => k !== "metadata");  // _nats.* levels: not yet
-    return { created: keys(created).filter((k) => k !== "did_create"),
-             createdConfig: bare(created.config), createdState: keys(created.state),
-             info: keys(info).filter((k) => k !== "cluster"), config: bare(info.config),
+    return { created: keys(created), didCreate: created.did_create,
+             createdConfig: keys(created.config), createdState: keys(created.state),
+             info: keys(info).filter((k) => k !== "cluster"), config: keys(info.config),
              state: keys(info.state), compression: info.config.compression,
-             allowDirect: info.config.allow_direct, maxAge: info.config.max_age };
+             allowDirect: info.config.allow_direct, maxAge: info.config.max_age,
+             // _nats.* levels: the answers about one stream or consumer carry the server's
+             metadata: [created.config.metadata, info.config.metadata, listed,
+                        consumer.config.metadata] };
   },
 
   async errors() {

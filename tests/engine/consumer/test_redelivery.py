@@ -72,7 +72,8 @@ def test_max_deliver_stops_and_advises(make):
     adv = c.advisories[0]
     assert adv.subject == "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.DISPATCH"
     assert adv.body["stream_seq"] == 1 and adv.body["deliveries"] == 3
-    assert c.row() == ("4/2", "4/2", 0, 1, 0)
+    # the ack floor stays below the message that ran out (nats-server 2.15.1)
+    assert c.row() == ("4/2", "0/0", 0, 1, 0)
     assert any(isinstance(decode_consumer_op(buf), MaxDeliveredOp) for buf in c.log)
     assert c.replicas_agree()
 
@@ -83,7 +84,62 @@ def test_max_deliver_one_reports_no_redelivered(make):
     c.fetch()
     c.tick(1)
     assert c.fetch() == []
-    assert c.row() == ("1/1", "1/1", 0, 0, 0)
+    assert c.row() == ("1/1", "0/0", 0, 0, 0)
+
+
+def test_max_deliver_ends_a_message_at_the_next_delivery_attempt(make):
+    """As nats-server 2.15.1: past its last delivery's ack wait a message is queued once
+    more and stays pending until the consumer next tries to deliver; then it leaves
+    pending (advisory), the ack floor where it was. Only an ack moves the floor: past it
+    once it is not the next one, to the last delivered once nothing is pending."""
+    c = make(ack_wait=1.0, max_deliver=2)
+    for _ in range(3):
+        c.pub()
+    assert [m.stream_seq for m in c.fetch(3)] == [1, 2, 3]
+    c.ack(2)
+    c.ack(3)
+    c.tick(1)
+    assert [(m.stream_seq, m.num_delivered) for m in c.fetch(3)] == [(1, 2)]
+    c.tick(1)
+    c.tick(5)
+    assert c.row() == ("4/3", "0/0", 1, 1, 0) and kinds(c) == []
+    assert c.fetch(3) == []
+    assert c.row() == ("4/3", "0/0", 0, 1, 0)
+    assert [(a.body["stream_seq"], a.body["deliveries"]) for a in c.advisories] == [(1, 2)]
+    c.pub()
+    [m] = c.fetch()
+    c.ack(m.stream_seq)
+    assert c.row() == ("5/4", "5/4", 0, 1, 0)
+
+
+def test_acks_move_the_floor_past_messages_that_ran_out(make):
+    """Measured on nats-server 2.15.1: an ack of the message just above the floor moves it
+    to below the next pending one, past those that ran out; with one that ran out just
+    above the floor, the floor waits until nothing is pending."""
+    c = make(ack_wait=1.0, max_deliver=1)
+    for _ in range(3):
+        c.pub()
+    c.fetch(3)
+    c.ack(1)
+    c.tick(1)  # 2 and 3 run out at their ack wait (max_deliver 1)
+    assert c.row() == ("3/3", "1/1", 0, 0, 0)
+    c.pub()
+    c.pub()
+    c.fetch(2)
+    c.ack(4)
+    assert c.row() == ("5/5", "1/1", 1, 0, 0)
+    c.ack(5)
+    assert c.row() == ("5/5", "5/5", 0, 0, 0)
+    for _ in range(3):
+        c.pub()
+    c.fetch(3)  # stream seqs 6, 7, 8
+    c.tick(0.5)
+    c.progress(6)
+    c.progress(8)
+    c.tick(0.6)  # 7 runs out
+    assert c.row() == ("8/8", "5/5", 2, 0, 0)
+    c.ack(6)
+    assert c.row() == ("8/8", "7/7", 1, 0, 0)
 
 
 def test_nak_redelivers_at_once(make):
