@@ -37,6 +37,7 @@ from rayjet.errors import (
 )
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
+from rayjet.gateway.events import follow_events
 from rayjet.gateway.publishing import Publisher
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import NO_RESPONDERS
@@ -50,7 +51,6 @@ CATALOGUE_WATCH = 20.0  # seconds one long poll on the stream catalogue lasts at
 INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its deliveries
 MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
-EVENTS_POLL = 20.0  # s one long poll of the event hub waits at most
 EVENTS_START = 5.0  # s a starting gateway waits to know where the hub's events stand
 _INT = re.compile(r"[+-]?[0-9]+")
 
@@ -122,7 +122,7 @@ class JetStreamBridge:
         self._spawn(self.publisher.run())
         self._spawn(self._catalogue_loop())
         following = asyncio.Event()
-        self._spawn(self._follow_events(following))
+        self._spawn(follow_events(self, following))
         with contextlib.suppress(TimeoutError):  # events from the gateway's start on
             await asyncio.wait_for(following.wait(), EVENTS_START)
         await self._resume_pumps()
@@ -340,35 +340,9 @@ class JetStreamBridge:
         else:
             self._spawn(self._api(tokens, reply, payload))
 
-    async def _follow_events(self, following: asyncio.Event) -> None:
-        """Advisories and metrics from the cluster's event hub to this gateway's
-        subscribers of ``$JS.EVENT.>``, from the time the gateway started."""
-        from rayjet.client import event_hub
-
-        hub, after, epoch = None, -1, None
-        while not self._stopping:
-            try:
-                if hub is None:
-                    hub = await self.call(event_hub.ensure_event_hub)
-                got = await self.call(event_hub.poll, hub, after, EVENTS_POLL)
-            except Exception:  # noqa: BLE001 - the hub restarts or Ray is busy: again soon
-                hub = None
-                await asyncio.sleep(CATALOGUE_EVERY)
-                continue
-            if epoch is not None and got["epoch"] != epoch:
-                after = 0  # a new hub: everything it holds came after the old one's
-                epoch = got["epoch"]
-                continue
-            epoch = got["epoch"]
-            if after < 0:
-                after = got["last"]
-                following.set()
-                continue
-            for seq, subject, payload in got["events"]:
-                self.gateway.route(subject, None, None, payload)
-                after = seq
-            if got["missed"] and not got["events"]:
-                after = got["last"]
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def api_counts(self) -> dict[str, int]:
         """The ``api`` of account info and monitoring: requests this gateway answered."""

@@ -68,7 +68,7 @@ def _statuses(handles) -> dict:
             out[rid] = repr(exc)
             continue
         out[rid] = {k: v for k, v in st.items()
-                    if k not in ("data_plane", "store_recovery", "node")}
+                    if k not in ("store_recovery", "node")}
     return out
 
 

@@ -1,0 +1,41 @@
+"""A gateway follows the cluster's event hub: advisories and metrics
+(``$JS.EVENT.>``) reach its NATS subscribers, from the time the gateway started."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+EVENTS_POLL = 20.0  # s one long poll of the event hub waits at most
+RETRY_AFTER = 1.0  # s before a hub that could not be asked is asked again
+
+
+async def follow_events(bridge: Any, following: asyncio.Event) -> None:
+    """Advisories and metrics from the cluster's event hub to this gateway's
+    subscribers of ``$JS.EVENT.>``, from the time the gateway started."""
+    from rayjet.client import event_hub
+
+    hub, after, epoch = None, -1, None
+    while not bridge.stopping:
+        try:
+            if hub is None:
+                hub = await bridge.call(event_hub.ensure_event_hub)
+            got = await bridge.call(event_hub.poll, hub, after, EVENTS_POLL)
+        except Exception:  # noqa: BLE001 - the hub restarts or Ray is busy: again soon
+            hub = None
+            await asyncio.sleep(RETRY_AFTER)
+            continue
+        if epoch is not None and got["epoch"] != epoch:
+            after = 0  # a new hub: everything it holds came after the old one's
+            epoch = got["epoch"]
+            continue
+        epoch = got["epoch"]
+        if after < 0:
+            after = got["last"]
+            following.set()
+            continue
+        for seq, subject, payload in got["events"]:
+            bridge.gateway.route(subject, None, None, payload)
+            after = seq
+        if got["missed"] and not got["events"]:
+            after = got["last"]
