@@ -412,4 +412,8 @@ class ReplicaGroup:
                 "copying": self.copying, "quiet": self.quiet, "rejoining": self.rejoining,
                 "failure": self.failure,
                 "voters": list(st.conf_state.voters), "learners": list(st.conf_state.learners),
-                "progress": st.progress}
+                "progress": st.progress,
+                # why a follower has or has not stood for election (liveness reports)
+                "election": {"elapsed": self.node.raft.election_elapsed,
+                             "timeout": self.node.raft.randomized_election_timeout,
+                             "vote": self.node.raft.vote}}
