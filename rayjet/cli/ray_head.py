@@ -106,3 +106,86 @@ def forget_current_cluster(port: int) -> None:
             path.unlink()
     except OSError:
         pass
+
+
+def current_cluster_port() -> int | None:
+    """The GCS port of the last head started on this machine (Ray's address file, which
+    `ray start --head` writes), or None."""
+    from ray._common.utils import get_ray_address_file
+
+    try:
+        text = Path(get_ray_address_file(None)).read_text().strip()
+    except OSError:
+        return None
+    _, sep, port = text.rpartition(":")
+    return int(port) if sep and port.isdigit() else None
+
+
+def port_taken(port: int) -> bool:
+    """Whether something on this machine listens on ``port`` (any address)."""
+    import socket
+
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                return True
+    return False
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def choose_port(flag: str, asked: int | None, default: int) -> int:
+    """``asked`` when given (ValueError when it is taken), else ``default`` when free, else
+    any free port: a second head on a machine must not fail on the first one's ports."""
+    if asked is not None:
+        if port_taken(asked):
+            raise ValueError(f"{flag} {asked} is taken on this machine: choose another")
+        return asked
+    return default if not port_taken(default) else free_port()
+
+
+def _last_head_file() -> Path:
+    import tempfile
+
+    return Path(os.environ.get("RAYJET_STATE_DIR") or Path(tempfile.gettempdir()) / "rayjet"
+                ) / "last-head-port"
+
+
+def remember_last_head(port: int) -> None:
+    """`rayjet server stop` without --port stops the head the last `server start` made."""
+    path = _last_head_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{port}\n")
+    except OSError:
+        pass
+
+
+def last_head_port() -> int | None:
+    """The GCS port of the head the last `rayjet server start` here made, else of the
+    last head Ray started here."""
+    try:
+        text = _last_head_file().read_text().strip()
+        if text.isdigit():
+            return int(text)
+    except OSError:
+        pass
+    return current_cluster_port()
+
+
+def forget_last_head(port: int) -> None:
+    path = _last_head_file()
+    try:
+        if path.read_text().strip() == str(port):
+            path.unlink()
+    except OSError:
+        pass

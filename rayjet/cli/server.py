@@ -88,16 +88,19 @@ def start(
     dashboard: Annotated[bool, typer.Option(
         "--dashboard/--no-dashboard",
         help="start Ray's dashboard (metrics, and Prometheus' service discovery file)")] = True,
-    dashboard_port: Annotated[int, typer.Option(
-        "--dashboard-port", min=1, max=65535, help="the dashboard's HTTP port")] = 8265,
+    dashboard_port: Annotated[int | None, typer.Option(
+        "--dashboard-port", min=1, max=65535, show_default=False,
+        help="the dashboard's HTTP port (default 8265, or a free one when taken)")] = None,
     auth: Annotated[bool, typer.Option(
         "--auth/--no-auth", help="Ray token authentication (the token is ~/.ray/auth_token; "
         "made if missing)")] = True,
-    client_port: Annotated[int, typer.Option(
-        "--client-port", min=1, max=65535, help="the Ray client server's port")] = 10001,
-    agent_port: Annotated[int, typer.Option(
-        "--agent-port", min=1, max=65535,
-        help="the HTTP port of Ray's dashboard agent (metrics, jobs)")] = 52365,
+    client_port: Annotated[int | None, typer.Option(
+        "--client-port", min=1, max=65535, show_default=False,
+        help="the Ray client server's port (default 10001, or a free one when taken)")] = None,
+    agent_port: Annotated[int | None, typer.Option(
+        "--agent-port", min=1, max=65535, show_default=False,
+        help="the HTTP port of Ray's dashboard agent (metrics, jobs; default 52365, or a "
+             "free one when taken)")] = None,
     gateway: Annotated[bool, typer.Option(
         "--gateway/--no-gateway", help="serve NATS clients (a detached gateway actor on "
         "this node); `rayjet` commands then go through it")] = True,
@@ -143,6 +146,10 @@ def start(
         gateway_options.update(tls_paths(gateway_tls_cert, gateway_tls_key, gateway_tls_ca))
     from rayjet.client.ray_join import RAY_SYSTEM_CONFIG
 
+    ports = head_ports(port, client_port, dashboard_port if dashboard else None, agent_port,
+                       dashboard)
+    client_port, agent_port = ports["client"], ports["agent"]
+    dashboard_port = ports.get("dashboard", 8265)
     cmd = [ray_binary(), "start", "--head", f"--port={port}",
            f"--ray-client-server-port={client_port}",
            f"--dashboard-agent-listen-port={agent_port}",
@@ -161,20 +168,27 @@ def start(
     if done.returncode != 0:
         from rayjet.errors import ServiceUnavailableError
 
+        # leave no half-started head behind (its control store may already run)
+        left = ray_head.find_head(port)
+        if left is not None:
+            ray_head.stop_head(left, grace=5, force=True)
+            ray_head.forget_current_cluster(port)
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise ServiceUnavailableError(
             "`ray start --head` failed: " + " / ".join(tail),
-            hint="is a Ray head already running here? `rayjet server status` reports on it, "
-                 "`rayjet server stop` stops it")
+            hint="what it started was stopped; `rayjet server status` reports on a head "
+                 "already running here, `rayjet server stop --port N` stops one")
     from rayjet.client.ray_join import set_auth_mode
 
     set_auth_mode(env["RAY_AUTH_MODE"])  # this process joins as the others will
+    ray_head.remember_last_head(port)
     st.address = f"127.0.0.1:{port}"
     js = c.connect()  # creates the meta group, which keeps its log in --data-dir
     url, monitor, problem = start_gateway(gateway_options) if gateway else (None, None, None)
     if c.wants_json():
         c.emit_json({"address": st.address, "data_dir": str(js.data_dir),
                      "nodes": len(js.nodes()), "auth": "token" if auth else "disabled",
+                     "ports": ports,
                      "gateway": url, "monitor": monitor,
                      **({"gateway_error": problem} if problem else {})})
         return
@@ -214,7 +228,7 @@ def start_gateway(options: dict[str, Any]) -> tuple[str | None, str | None, str 
 def stop(port: Annotated[int | None, typer.Option(
              "--port", min=1, max=65535, show_default=False,
              help="the GCS port of the head to stop (default: the port of --address / "
-                  "$RAY_ADDRESS, else 6379)")] = None,
+                  "$RAY_ADDRESS, else the head the last `server start` here made)")] = None,
          every: Annotated[bool, typer.Option(
              "--all", help="stop every Ray process of this machine (`ray stop`), not only "
                            "one head")] = False,
@@ -234,7 +248,13 @@ def stop(port: Annotated[int | None, typer.Option(
                               hint="retry with --force")
         stopped = {"stopped": True, "all": True}
     else:
-        port = port or address_port(c.state().address or os.environ.get("RAY_ADDRESS"))
+        if port is None:
+            # the head named by --address / $RAY_ADDRESS, else the last one started here
+            named = c.state().address or os.environ.get("RAY_ADDRESS")
+            if named and named != "auto":
+                port = address_port(named)
+            else:
+                port = ray_head.last_head_port() or 6379
         found = ray_head.find_head(port)
         if found is None:
             from rayjet.errors import ServiceUnavailableError
@@ -245,6 +265,7 @@ def stop(port: Annotated[int | None, typer.Option(
                      "Ray process here")
         count = ray_head.stop_head(found, grace=grace, force=force)
         ray_head.forget_current_cluster(port)
+        ray_head.forget_last_head(port)
         stopped = {"stopped": True, "port": port, "session": found.session_name,
                    "processes": count}
     if c.wants_json():
@@ -253,6 +274,28 @@ def stop(port: Annotated[int | None, typer.Option(
         what = "every Ray process" if every else f"the Ray head on port {stopped['port']}"
         c.console().print(f"Stopped {what} on this machine; `rayjet server start` with the "
                           "same --data-dir brings every stream back")
+
+
+def head_ports(gcs: int, client: int | None, dashboard: int | None, agent: int | None,
+               with_dashboard: bool) -> dict[str, int]:
+    """The ports a new head listens on: those asked for (a usage error when taken), else
+    Ray's defaults, else free ones. A control store port already in use is a usage error
+    that names the head there."""
+    if ray_head.port_taken(gcs):
+        there = ray_head.find_head(gcs)
+        c.usage_error(f"port {gcs} is taken" + (
+            f" by the Ray head of session {there.session_name}: `rayjet server stop --port "
+            f"{gcs}` stops it" if there else " by another program") +
+            "; choose another with --port")
+    try:
+        out = {"gcs": gcs,
+               "client": ray_head.choose_port("--client-port", client, 10001),
+               "agent": ray_head.choose_port("--agent-port", agent, 52365)}
+        if with_dashboard:
+            out["dashboard"] = ray_head.choose_port("--dashboard-port", dashboard, 8265)
+    except ValueError as exc:
+        c.usage_error(str(exc))
+    return out
 
 
 def address_port(address: str | None) -> int:

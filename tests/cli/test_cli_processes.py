@@ -446,3 +446,36 @@ def test_detached_gateway_with_client_certificates(sh, tmp_path):
         sh("stream", "rm", "MTLS", "-f", env=with_cert)
     finally:
         sh("gateway", "--stop", "--port", port)
+
+
+def test_a_second_head_takes_free_ports_and_server_stop_finds_it(sh, tmp_path):
+    """Another head already holds Ray's default client, agent and dashboard ports (held here
+    by listeners, as a head would hold them): `server start` picks free ones and says so,
+    refuses a control-store port in use naming the head there, and `server stop` without
+    --port stops the head it made, not the other one."""
+    held = []
+    for port in (10001, 52365, 8265):
+        s = socket.socket()
+        try:
+            s.bind(("0.0.0.0", port))
+            s.listen()
+            held.append(s)
+        except OSError:
+            s.close()  # taken already: by a head, which is what this test stands in for
+    gcs = free_port()
+    env = fresh_env(RAYJET_STATE_DIR=str(tmp_path / "state"))
+    try:
+        started = sh.json("server", "start", "--data-dir", tmp_path / "data", "--port", gcs,
+                          "--no-gateway", env=env)
+        ports = started["ports"]
+        assert ports["gcs"] == gcs
+        assert {ports["client"], ports["agent"], ports["dashboard"]}.isdisjoint(
+            {10001, 52365, 8265})
+        again = sh("server", "start", "--port", gcs, "--no-gateway", env=env, code=2)
+        assert f"server stop --port {gcs}" in again.stderr, again.stderr
+    finally:
+        for s in held:
+            s.close()
+        stopped = sh.json("server", "stop", env=env)  # no --port, no RAY_ADDRESS
+    assert stopped["port"] == gcs
+    assert sh.json("stream", "ls") is not None  # the module's head still serves
