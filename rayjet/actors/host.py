@@ -268,8 +268,11 @@ class ReplicaHost:
     # what clients may ask of the host itself over the data plane (listings)
     DATA_PLANE_REQUESTS = frozenset({"stream_infos"})
 
-    def __init__(self, host_name: str, data_dir: str) -> None:
+    def __init__(self, host_name: str, data_dir: str, *, serves_name: bool = True) -> None:
         self.name = host_name
+        # False for the guests of a dedicated stream replica: the replica itself serves
+        # this name over the data plane (raft messages, client requests)
+        self._serves_name = serves_name
         self.registry = registry_dir(data_dir, host_name)
         self.replicas: dict[str, Any] = {}
         # placed here but not started: specs of replicas that start on first real use
@@ -324,7 +327,8 @@ class ReplicaHost:
             return
         self._restored = True
         loop = asyncio.get_running_loop()
-        data_plane.serve_replica(self.name, _no_raft_messages, self)
+        if self._serves_name:
+            data_plane.serve_replica(self.name, _no_raft_messages, self)
         for name, spec in self._load().items():
             if never_started(spec):
                 self.resting[name] = spec

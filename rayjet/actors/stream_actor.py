@@ -39,7 +39,11 @@ class StreamReplicaActor(StreamReplica):
                  voters: list[str], data_dir: str, **kwargs: Any) -> None:
         super().__init__(config, group, replica_id, voters, data_dir, **kwargs)
         self._data_dir = data_dir
-        self.guests = ReplicaHost(stream_actor_name(group, replica_id), data_dir)
+        # the guests' host shares this actor's name, which the replica serves: had it
+        # served the name too, a restarted replica whose peers' messages came before its
+        # first ping would have refused every raft message from then on
+        self.guests = ReplicaHost(stream_actor_name(group, replica_id), data_dir,
+                                  serves_name=False)
 
     async def ping(self) -> str:
         self.guests.restore()
