@@ -37,6 +37,14 @@ class Traffic:
     out_msgs: int = 0
     out_bytes: int = 0
 
+    def received(self, size: int) -> None:
+        self.in_msgs += 1
+        self.in_bytes += size
+
+    def sent(self, size: int) -> None:
+        self.out_msgs += 1
+        self.out_bytes += size
+
     def fields(self) -> dict[str, int]:
         return {"in_msgs": self.in_msgs, "out_msgs": self.out_msgs,
                 "in_bytes": self.in_bytes, "out_bytes": self.out_bytes}

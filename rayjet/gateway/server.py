@@ -152,11 +152,8 @@ class Connection:
             return  # unsubscribed meanwhile (e.g. its UNSUB count reached in this batch)
         self.send(P.frame(subject, sub.sid, reply, hdr, payload))
         size = len(payload) + (len(hdr) if hdr else 0)
-        self.traffic.out_msgs += 1
-        self.traffic.out_bytes += size
-        total = self.gateway.stats.traffic
-        total.out_msgs += 1
-        total.out_bytes += size
+        self.traffic.sent(size)
+        self.gateway.stats.traffic.sent(size)
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self._drop_sub(sub.sid)
@@ -216,11 +213,8 @@ class Connection:
         if kind == P.PUB:
             _, subject, reply, hdr, payload = op
             size = len(payload) + (len(hdr) if hdr else 0)
-            self.traffic.in_msgs += 1
-            self.traffic.in_bytes += size
-            total = self.gateway.stats.traffic
-            total.in_msgs += 1
-            total.in_bytes += size
+            self.traffic.received(size)
+            self.gateway.stats.traffic.received(size)
             # as nats-server: wildcard tokens in a published subject are refused only from
             # pedantic clients (nats.py puts a consumer's filter in its create subject)
             loose = not self.pedantic

@@ -86,10 +86,12 @@ class NATSD:
 class SingleServerTestCase(unittest.TestCase):
     """Core NATS: a gateway without JetStream (nats.py's ``nats-server -p 4222``)."""
 
+    jetstream = False
+
     def setUp(self):
         self.server_pool = []
         self.loop = asyncio.new_event_loop()
-        server = NATSD(port=4222, with_jetstream=False)
+        server = NATSD(port=4222, with_jetstream=self.jetstream)
         self.server_pool.append(server)
         server.start()
 
@@ -121,18 +123,11 @@ TrustedServerOperatorTestCase = _cannot("needs operator JWTs from nats.py's repo
 NkeysServerTestCase = _cannot("needs nkeys from nats.py's repository")
 
 
-class SingleJetStreamServerTestCase(unittest.TestCase):
-    def setUp(self):
-        self.server_pool = []
-        self.loop = asyncio.new_event_loop()
-        server = NATSD(port=4222, with_jetstream=True)
-        self.server_pool.append(server)
-        server.start()
+class SingleJetStreamServerTestCase(SingleServerTestCase):
+    jetstream = True
 
     def tearDown(self):
-        for natsd in self.server_pool:
-            natsd.stop()
-        self.loop.close()
+        super().tearDown()
         # nats.py's harness runs the server in a process of its own, ours runs in the
         # tests' process: a test that turns on allocation tracing (test_fetch_cancelled_
         # errors_raised calls tracemalloc.start() and never stops it) would slow the gateway
