@@ -468,7 +468,8 @@ class JetStreamBridge:
         # would reach the client ahead of the messages, and nats.py's fetch takes a
         # heartbeat first for "nothing there" and pulls again (twice the batch delivered).
         probe = bool(no_wait and end is not None)
-        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb and not probe else None
+        key = (stream, consumer)
+        beat = self._spawn(self._heartbeats(reply, hb, active, key)) if hb and not probe else None
         relinked = False
         try:
             while True:
@@ -498,16 +499,18 @@ class JetStreamBridge:
                         probe = False  # nothing there: wait out the expiry
                         active[0] = time.monotonic()
                         if hb:
-                            beat = self._spawn(self._heartbeats(reply, hb, active))
+                            beat = self._spawn(self._heartbeats(reply, hb, active, key))
                         continue
                     probe = False
-                except ConsumerNotFoundError:
+                except (ConsumerNotFoundError, StreamNotFoundError):
                     self.forget_link(stream, consumer)
                     if not relinked:  # a cached link may point at a consumer made again
                         relinked = True
                         continue
-                    self.gateway.route(reply, None, P.status_header(404, "Consumer Not Found"),
-                                       b"")
+                    # nats-server: nobody listens on a pull subject without its consumer
+                    subject = f"{jsapi.API_PREFIX}CONSUMER.MSG.NEXT.{stream}.{consumer}"
+                    self.gateway.route(reply, None, P.status_header(
+                        503, extra=[("Nats-Subject", subject)]), b"")
                     return
                 except APIError as exc:
                     self.forget_link(stream, consumer)
@@ -516,6 +519,7 @@ class JetStreamBridge:
                     return
                 if len(got):
                     self.deliver(reply, got)
+                    self.links.delivered(stream, consumer, got)
                     active[0] = time.monotonic()
                     batch -= len(got)
                     if max_bytes:  # one budget for the whole request, however it is served
@@ -570,14 +574,17 @@ class JetStreamBridge:
 
         call.add_done_callback(late)
 
-    async def _heartbeats(self, reply: str, every: float, active: list[float]) -> None:
+    async def _heartbeats(self, reply: str, every: float, active: list[float],
+                          key: tuple[str, str]) -> None:
         """``100 Idle Heartbeat`` to a waiting pull whenever nothing went to it for
-        ``every`` seconds."""
-        hdr = P.status_header(100, "Idle Heartbeat")
+        ``every`` seconds, with the consumer's last delivered sequences as nats-server's."""
         while True:
             await asyncio.sleep(max(active[0] + every - time.monotonic(), 0.001))
             if time.monotonic() - active[0] >= every:
                 active[0] = time.monotonic()
+                cseq, sseq = self.links.last(*key)
+                hdr = P.status_header(100, "Idle Heartbeat", [
+                    ("Nats-Last-Consumer", str(cseq)), ("Nats-Last-Stream", str(sseq))])
                 self.gateway.route(reply, None, hdr, b"")
 
     def deliver(self, deliver_subject: str, got: Any) -> int:

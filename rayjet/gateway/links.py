@@ -16,6 +16,9 @@ class ConsumerLinks:
     def __init__(self, js: Any) -> None:
         self.js = js
         self._links: dict[tuple[str, str], Any] = {}
+        # (last consumer seq, last stream seq) delivered through this gateway, for the
+        # Nats-Last-Consumer / Nats-Last-Stream headers of a pull's heartbeats
+        self._last: dict[tuple[str, str], tuple[int, int]] = {}
 
     def cached(self, stream: str, consumer: str) -> Any:
         return self._links.get((stream, consumer))
@@ -33,9 +36,29 @@ class ConsumerLinks:
     def forget(self, stream: str, consumer: str) -> None:
         self._links.pop((stream, consumer), None)
 
+    def drop(self, stream: str, consumer: str) -> None:
+        """The consumer was deleted or made again: nothing about it holds any more."""
+        self._links.pop((stream, consumer), None)
+        self._last.pop((stream, consumer), None)
+
     def forget_stream(self, stream: str) -> None:
         for key in [k for k in self._links if k[0] == stream]:
             del self._links[key]
+        for key in [k for k in self._last if k[0] == stream]:
+            del self._last[key]
+
+    def delivered(self, stream: str, consumer: str, got: Any) -> None:
+        if not len(got):
+            return
+        if len(self._last) >= MAX_LINKS:
+            self._last.clear()
+        cseq, sseq = self._last.get((stream, consumer), (0, 0))
+        # a redelivery takes a new consumer seq but leaves the stream position
+        self._last[(stream, consumer)] = (max(cseq, int(got.consumer_seq.max())),
+                                          max(sseq, int(got.stream_seq.max())))
+
+    def last(self, stream: str, consumer: str) -> tuple[int, int]:
+        return self._last.get((stream, consumer), (0, 0))
 
     def after_api(self, tokens: list[str]) -> None:
         """A ``$JS.API`` request that succeeded through this gateway (tokens after the
@@ -43,9 +66,9 @@ class ConsumerLinks:
         if tokens[0] == "STREAM" and len(tokens) >= 3 and tokens[1] in ("DELETE", "CREATE"):
             self.forget_stream(tokens[2])
         elif tokens[0] == "CONSUMER" and tokens[1] in ("DELETE", "CREATE") and len(tokens) >= 4:
-            self.forget(tokens[2], tokens[3])
+            self.drop(tokens[2], tokens[3])
         elif tokens[:3] == ["CONSUMER", "DURABLE", "CREATE"] and len(tokens) >= 5:
-            self.forget(tokens[3], tokens[4])
+            self.drop(tokens[3], tokens[4])
 
     def after_event(self, subject: str) -> None:
         """An advisory from the cluster (changes made through other clients or gateways)."""
@@ -55,4 +78,4 @@ class ConsumerLinks:
         for prefix in _CONSUMER_EVENTS:
             if subject.startswith(prefix):
                 stream, _, consumer = subject[len(prefix):].partition(".")
-                self.forget(stream, consumer)
+                self.drop(stream, consumer)
