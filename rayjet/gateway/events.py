@@ -35,6 +35,7 @@ async def follow_events(bridge: Any, following: asyncio.Event) -> None:
             following.set()
             continue
         for seq, subject, payload in got["events"]:
+            bridge.links.after_event(subject)  # made or deleted elsewhere: links go stale
             bridge.gateway.route(subject, None, None, payload)
             after = seq
         if got["missed"] and not got["events"]:

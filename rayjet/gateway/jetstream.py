@@ -38,6 +38,7 @@ from rayjet.errors import (
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.events import follow_events
+from rayjet.gateway.links import ConsumerLinks
 from rayjet.gateway.publishing import Publisher
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import NO_RESPONDERS
@@ -49,7 +50,6 @@ CATALOGUE_RECHECK = 0.25  # s: a publish nothing captured rechecks a catalogue t
 CATALOGUE_EVERY = 1.0  # seconds between attempts to follow the catalogue without a leader
 CATALOGUE_WATCH = 20.0  # seconds one long poll on the stream catalogue lasts at most
 INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its deliveries
-MAX_LINKS = 10_000  # consumer links kept for reuse
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 EVENTS_START = 5.0  # s a starting gateway waits to know where the hub's events stand
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -94,7 +94,7 @@ class JetStreamBridge:
         self._acks: dict[tuple[str, str], list] = defaultdict(list)
         self.domain: str | None = None
         self.api_total = self.api_errors = 0  # $JS.API requests answered (account info)
-        self._links: dict[tuple[str, str], Any] = {}
+        self.links = ConsumerLinks(js)
         self._pumps: dict[tuple[str, str], PushPump] = {}
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
         self._refreshed = 0.0  # when the catalogue was last asked for (monotonic)
@@ -208,6 +208,7 @@ class JetStreamBridge:
         self._applied = applied
         for name in gone:
             self._configs.pop(name, None)
+            self.links.forget_stream(name)
         for config in configs:
             self._configs[config.name] = config
         self._changed({c.name for c in configs} | gone, whole=removed is None)
@@ -367,10 +368,9 @@ class JetStreamBridge:
                 await self._changed_stream(
                     tokens[2], None if tokens[1] == "DELETE"
                     else StreamConfig.from_dict(jsapi.without_reserved(doc["config"])))
+            self.links.after_api(tokens)
             if tokens[0] == "CONSUMER" and "CREATE" in tokens[:3]:
                 self._watch_push(doc)
-            if tokens[:2] == ["CONSUMER", "DELETE"] and len(tokens) >= 4:
-                self.forget_link(tokens[2], tokens[3])
             if tokens[0] == "CONSUMER":
                 for info in doc.get("consumers") or [doc]:
                     self._mark_push_bound(info)
@@ -422,25 +422,16 @@ class JetStreamBridge:
         return await self.call(jsapi.get_message, self.js, stream, body, direct=True)
 
     # -- pull requests -------------------------------------------------------------------
-    def link(self, stream: str, consumer: str) -> Any:
-        key = (stream, consumer)
-        link = self._links.get(key)
-        if link is None:
-            if len(self._links) >= MAX_LINKS:
-                self._links.clear()  # ephemeral consumers come and go: keep the cache bounded
-            link = self._links[key] = self.js.consumer_link(stream, consumer)
-        return link
-
     async def link_for(self, stream: str, consumer: str) -> Any:
         """The consumer's link: cached, else looked up in the pool (a catalogue call)."""
-        link = self._links.get((stream, consumer))
+        link = self.links.cached(stream, consumer)
         if link is None:
-            link = await self.call(self.link, stream, consumer)
+            link = await self.call(self.links.link, stream, consumer)
         return link
 
     def forget_link(self, stream: str, consumer: str) -> None:
         """Look the consumer up again next time (its leader or replicas changed)."""
-        self._links.pop((stream, consumer), None)
+        self.links.forget(stream, consumer)
 
     async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
         stream, consumer = tokens[3], tokens[4]
@@ -477,7 +468,9 @@ class JetStreamBridge:
         # would reach the client ahead of the messages, and nats.py's fetch takes a
         # heartbeat first for "nothing there" and pulls again (twice the batch delivered).
         probe = bool(no_wait and end is not None)
-        beat = self._spawn(self._heartbeats(reply, hb, active)) if hb and not probe else None
+        key = (stream, consumer)
+        beat = self._spawn(self._heartbeats(reply, hb, active, key)) if hb and not probe else None
+        relinked = False
         try:
             while True:
                 if not self.gateway.interest.has_interest(reply):
@@ -506,13 +499,18 @@ class JetStreamBridge:
                         probe = False  # nothing there: wait out the expiry
                         active[0] = time.monotonic()
                         if hb:
-                            beat = self._spawn(self._heartbeats(reply, hb, active))
+                            beat = self._spawn(self._heartbeats(reply, hb, active, key))
                         continue
                     probe = False
-                except ConsumerNotFoundError:
+                except (ConsumerNotFoundError, StreamNotFoundError):
                     self.forget_link(stream, consumer)
-                    self.gateway.route(reply, None, P.status_header(404, "Consumer Not Found"),
-                                       b"")
+                    if not relinked:  # a cached link may point at a consumer made again
+                        relinked = True
+                        continue
+                    # nats-server: nobody listens on a pull subject without its consumer
+                    subject = f"{jsapi.API_PREFIX}CONSUMER.MSG.NEXT.{stream}.{consumer}"
+                    self.gateway.route(reply, None, P.status_header(
+                        503, extra=[("Nats-Subject", subject)]), b"")
                     return
                 except APIError as exc:
                     self.forget_link(stream, consumer)
@@ -521,6 +519,7 @@ class JetStreamBridge:
                     return
                 if len(got):
                     self.deliver(reply, got)
+                    self.links.delivered(stream, consumer, got)
                     active[0] = time.monotonic()
                     batch -= len(got)
                     if max_bytes:  # one budget for the whole request, however it is served
@@ -575,14 +574,17 @@ class JetStreamBridge:
 
         call.add_done_callback(late)
 
-    async def _heartbeats(self, reply: str, every: float, active: list[float]) -> None:
+    async def _heartbeats(self, reply: str, every: float, active: list[float],
+                          key: tuple[str, str]) -> None:
         """``100 Idle Heartbeat`` to a waiting pull whenever nothing went to it for
-        ``every`` seconds."""
-        hdr = P.status_header(100, "Idle Heartbeat")
+        ``every`` seconds, with the consumer's last delivered sequences as nats-server's."""
         while True:
             await asyncio.sleep(max(active[0] + every - time.monotonic(), 0.001))
             if time.monotonic() - active[0] >= every:
                 active[0] = time.monotonic()
+                cseq, sseq = self.links.last(*key)
+                hdr = P.status_header(100, "Idle Heartbeat", [
+                    ("Nats-Last-Consumer", str(cseq)), ("Nats-Last-Stream", str(sseq))])
                 self.gateway.route(reply, None, hdr, b"")
 
     def deliver(self, deliver_subject: str, got: Any) -> int:

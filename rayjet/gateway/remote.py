@@ -269,7 +269,8 @@ class Requester:
                     continue
                 if block is not None and not reply:
                     code, text, _ = _status(block)
-                    if code == 404 and text == "Consumer Not Found":
+                    # nats-server: no responders (503) when the consumer is not there
+                    if code == 503 or (code == 404 and text == "Consumer Not Found"):
                         raise ConsumerNotFoundError(text)
                     if code in (404, 408):
                         return

@@ -131,3 +131,38 @@ def test_direct_gets_are_answered_from_the_gateways_loop(gateway, js, stream_nam
     assert (last.seq, last.data) == (5, b"a2")
     assert (nxt.seq, nxt.data) == (4, b"b1")
     assert pool_calls == ["stream_link"]
+
+
+@pytest.mark.parametrize("drop", ["stream", "consumer"])
+def test_a_pull_right_after_its_consumer_is_made_again_gets_the_new_messages(
+        gateway, js, stream_name, drop_new_streams, drop):  # noqa: F811
+    """The gateway keeps its links to consumers: a stream (or consumer) deleted and made
+    again under the same names is served by the new consumer from the next pull on."""
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        jsc = nc.jetstream()
+        await jsc.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+        await jsc.add_consumer(stream_name, durable_name="C", ack_policy="explicit")
+        await jsc.publish(f"{stream_name}.a", b"old")
+        sub = await jsc.pull_subscribe_bind("C", stream_name)
+        old = await sub.fetch(1, timeout=5)
+        await old[0].ack()
+        if drop == "stream":
+            await jsc.delete_stream(stream_name)
+            await jsc.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+        else:
+            await jsc.delete_consumer(stream_name, "C")
+        await jsc.add_consumer(stream_name, durable_name="C", ack_policy="explicit")
+        await jsc.publish(f"{stream_name}.a", b"new")
+        start = time.monotonic()
+        new = await sub.fetch(1, timeout=5)
+        took = time.monotonic() - start
+        await nc.close()
+        return [m.data for m in old], [m.data for m in new], took
+
+    old, new, took = asyncio.run(run())
+    assert old == [b"old"]
+    assert new == ([b"new"] if drop == "stream" else [b"old"])  # the new consumer starts over
+    assert took < 2, took
