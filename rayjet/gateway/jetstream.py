@@ -41,7 +41,7 @@ from rayjet.gateway.events import follow_events
 from rayjet.gateway.links import ConsumerLinks
 from rayjet.gateway.publishing import Publisher
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
-from rayjet.gateway.server import NO_RESPONDERS
+from rayjet.gateway.server import no_responders_header
 from rayjet.subjects import matches_any, subject_matches
 
 log = logging.getLogger(__name__)
@@ -329,13 +329,13 @@ class JetStreamBridge:
         tokens = subject[len(jsapi.API_PREFIX):].split(".")
         if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
             if len(tokens) != 5:  # no consumer listens on such a subject
-                self.gateway.route(reply, None, NO_RESPONDERS, b"")
+                self.gateway.route(reply, None, no_responders_header(subject), b"")
                 return
             self._spawn(self._pull(tokens, reply, payload))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
                 # nats-server: only streams with allow_direct listen for direct gets
-                self.gateway.route(reply, None, NO_RESPONDERS, b"")
+                self.gateway.route(reply, None, no_responders_header(subject), b"")
                 return
             self._spawn(self._direct_get(tokens, reply, payload))
         else:

@@ -30,7 +30,12 @@ log = logging.getLogger(__name__)
 # on the version INFO reports)
 SERVER_VERSION = "2.15.1"
 SLOW_CONSUMER_BYTES = 64 * 1024 * 1024  # a client this far behind is cut off
-NO_RESPONDERS = P.status_header(503)
+
+
+def no_responders_header(subject: str) -> bytes:
+    """The 503 a request nobody answered gets back, naming its subject as nats-server's."""
+    return P.status_header(503, extra=[("Nats-Subject", subject)])
+
 TLS_HANDSHAKE_TIMEOUT = 5.0
 
 
@@ -484,7 +489,7 @@ class Gateway:
 
         def no_responders() -> None:
             if wants_answer:
-                self.route(reply, None, NO_RESPONDERS, b"")
+                self.route(reply, None, no_responders_header(subject), b"")
 
         if self.bridge is not None and not subject.startswith("$JS.") and (
                 (reply and not delivered) or self.bridge.catalogue_stale()):

@@ -851,3 +851,32 @@ def test_api_errors_carry_nats_servers_fixed_texts(gateway, js, stream_name,  # 
     assert stream == {"code": 404, "err_code": 10059, "description": "stream not found"}
     assert consumer == {"code": 404, "err_code": 10014, "description": "consumer not found"}
     assert message == {"code": 404, "err_code": 10037, "description": "no message found"}
+
+
+def test_a_request_nobody_answers_gets_nats_servers_503_naming_its_subject(gateway):
+    """The no-responders status is byte for byte nats-server's: ``NATS/1.0 503`` with the
+    request's subject in ``Nats-Subject``."""
+    from benchmarks.natsbase import NatsServer
+
+    request = (b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+               b"SUB _INBOX.probe 1\r\nPUB nobody.home _INBOX.probe 1\r\n?\r\nPING\r\n")
+
+    def answer(port: int) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.recv(4096)  # INFO
+            s.sendall(request)
+            out = b""
+            # the gateway may answer after its PONG: it first looks for a stream made
+            # meanwhile that would capture the request
+            while b"PONG\r\n" not in out or b"\r\n\r\n\r\n" not in out:
+                chunk = s.recv(4096)
+                assert chunk, out
+                out += chunk
+        start = out.index(b"HMSG")
+        return out[start:out.index(b"\r\n\r\n\r\n", start) + 6]
+
+    ours = answer(gateway().port)
+    with NatsServer() as ns:
+        theirs = answer(ns.port)
+    assert ours == theirs == (b"HMSG _INBOX.probe 1 43 43\r\n"
+                              b"NATS/1.0 503\r\nNats-Subject: nobody.home\r\n\r\n\r\n")
