@@ -846,6 +846,20 @@ class ConsumerReplica:
             self._dispatch(self.engine.serve())
         return await self.info()
 
+    async def state_doc(self) -> dict[str, Any]:
+        """The committed delivery state, for a backup (see ConsumerState.to_doc)."""
+        self._require_leader()
+        return self.engine.state.to_doc()
+
+    async def restore_state(self, doc: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+        """Take a backup's delivery state whole (one replicated op); the consumer's info."""
+        self._require_leader()
+        out = self.engine.prepare_restore_state(doc)
+        await asyncio.wait_for(asyncio.shield(self._commit([out.op])), timeout)
+        if self.engine.num_waiting:
+            self._dispatch(self.engine.serve())
+        return await self.info()
+
     async def step_down(self, timeout: float = 5.0) -> str | None:
         """$JS.API.CONSUMER.LEADER.STEPDOWN: another replica leads (see RaftHost.step_down)."""
         self._require_leader()

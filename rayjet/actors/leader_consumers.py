@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # what a client may call on one of them (the consumer API of a dedicated consumer actor)
 CLIENT_METHODS = frozenset({"fetch", "ack", "advance", "unpin", "info", "advisories",
-                            "status"})
+                            "status", "state_doc", "restore_state"})
 START_TIMEOUT = 5.0
 
 

@@ -30,6 +30,7 @@ from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
+from rayjet.actors.stream_backup import StreamBackupCalls
 from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
@@ -95,7 +96,7 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
             "leader": leader}
 
 
-class StreamReplica:
+class StreamReplica(StreamBackupCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane

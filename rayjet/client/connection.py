@@ -16,6 +16,7 @@ from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
 from rayjet.actors.router import meta_router
 from rayjet.api.stream import HOSTING_KINDS
+from rayjet.client.backups import BackupsAPI
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
 from rayjet.client.event_hub import ensure_event_hub
@@ -50,7 +51,7 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet-data"
 
 
-class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
+class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, BackupsAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
     def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,

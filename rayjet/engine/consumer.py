@@ -42,6 +42,7 @@ from rayjet.engine.consumer_ops import (
     ConsumerOp,
     DeliveredOp,
     MaxDeliveredOp,
+    RestoreStateOp,
     StartOp,
 )
 from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
@@ -332,6 +333,8 @@ class ConsumerEngine(AckDecisions):
                     view.apply(o)
                 self._view = view
                 self._sseq = max(self._sseq, view.dsseq + 1)
+                if type(op) is RestoreStateOp:
+                    self._restart_view()
         return ConsumerApplyResult(op, acked if self._forward else [])
 
     def apply_all(self, ops) -> list[ConsumerApplyResult]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from rayjet.engine.consumer_ops import AckOp, AdvanceOp, PurgedOp, TouchOp
+from rayjet.engine.consumer_ops import AckOp, AdvanceOp, PurgedOp, RestoreStateOp, TouchOp
 from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
 from rayjet.engine.consumer_types import (
     ACK_METRIC,
@@ -122,6 +122,27 @@ class AckDecisions:
         self._sseq = max(self._sseq, sseq + 1)
         self._active_ns = now
         return out
+
+    def prepare_restore_state(self, doc: dict) -> AckOutcome:
+        """Take a backup's delivery state (a :meth:`ConsumerState.to_doc`) whole: what was
+        delivered, the ack floor, what is pending and how often it was redelivered."""
+        self._check_leader()
+        try:
+            state = ConsumerState.from_doc({**doc, "started": True}, self._ack_mode)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise error_for("BAD_REQUEST", err=f"not a consumer state: {exc!r}") from None
+        out = AckOutcome()
+        out.op = self._propose(RestoreStateOp(state.to_doc()))
+        self._restart_view()
+        return out
+
+    def _restart_view(self) -> None:
+        """After the state changed whole: no queued redelivery, read on from the state."""
+        self._rdq.clear()
+        self._rdq_set.clear()
+        self._lss.clear()
+        v = self._view
+        self._sseq = max(v.dsseq + 1, v.scan, 1)
 
     def _should_sample(self) -> bool:
         return self._sample >= 100 or self._rng.random() * 100 < self._sample

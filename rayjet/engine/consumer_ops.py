@@ -27,6 +27,7 @@ OP_TOUCH = 4
 OP_MAX_DELIVERED = 5
 OP_PURGED = 6
 OP_ADVANCE = 7
+OP_RESTORE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +143,21 @@ class AdvanceOp:
         return [self.ts, self.cseq, self.sseq]
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreStateOp:
+    """The consumer takes a backup's delivery state whole: ``doc`` is a
+    :meth:`ConsumerState.to_doc` (delivered, ack floor, pending, redelivered)."""
+
+    doc: dict
+
+    code = OP_RESTORE
+
+    def fields(self) -> list[Any]:
+        return [dict(self.doc)]
+
+
 ConsumerOp = (StartOp | DeliveredOp | AckOp | TouchOp | MaxDeliveredOp | PurgedOp
-              | AdvanceOp)
+              | AdvanceOp | RestoreStateOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 
@@ -151,6 +165,15 @@ _PACK = msgpack.Packer(use_bin_type=True).pack
 def encode_consumer_op(op: ConsumerOp) -> bytes:
     """One type byte, then the msgpack array of the op's fields."""
     return bytes((op.code,)) + _PACK(op.fields())
+
+
+def _thawed(value: Any) -> Any:
+    """A decoded document with lists again (the decoder reads arrays as tuples)."""
+    if isinstance(value, dict):
+        return {k: _thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_thawed(v) for v in value]
+    return value
 
 
 # the fields come back as tuples (use_list=False): the ops' own types, no copy per item
@@ -162,6 +185,7 @@ _DECODERS = {
     OP_MAX_DELIVERED: lambda f: MaxDeliveredOp(f[0]),
     OP_PURGED: lambda f: PurgedOp(f[0]),
     OP_ADVANCE: lambda f: AdvanceOp(*f[:3]),
+    OP_RESTORE: lambda f: RestoreStateOp(_thawed(f[0])),
 }
 
 
@@ -175,7 +199,7 @@ def decode_consumer_op(buf: bytes) -> ConsumerOp:
 
 
 __all__ = [
-    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_START", "OP_TOUCH",
-    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "StartOp", "TouchOp",
+    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_RESTORE", "OP_START", "OP_TOUCH",
+    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "RestoreStateOp", "StartOp", "TouchOp",
     "decode_consumer_op", "encode_consumer_op",
 ]

@@ -23,6 +23,7 @@ from rayjet.engine.consumer_ops import (
     DeliveredOp,
     MaxDeliveredOp,
     PurgedOp,
+    RestoreStateOp,
     StartOp,
     TouchOp,
 )
@@ -146,6 +147,9 @@ class ConsumerState:
         if t is AdvanceOp:
             self._advance(op)
             return []
+        if t is RestoreStateOp:
+            self._restore(op.doc)
+            return []
         raise TypeError(f"not a consumer op: {op!r}")
 
     def _delivered(self, op: DeliveredOp) -> list[int]:
@@ -228,6 +232,11 @@ class ConsumerState:
         if op.sseq + 1 > self.scan:
             self.scan = op.sseq + 1
         self.last_ack_ns = op.ts
+
+    def _restore(self, doc: dict) -> None:
+        other = ConsumerState.from_doc({**doc, "started": True}, self.ack_mode)
+        for name in self.__slots__[1:]:
+            setattr(self, name, getattr(other, name))
 
     def _move_floor(self, cseq: int, sseq: int) -> None:
         """After pending ``sseq`` (first delivered as ``cseq``) left: advance the ack floor."""

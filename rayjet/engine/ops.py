@@ -28,6 +28,7 @@ OP_CONSUMER = 8
 OP_SOURCE = 9
 OP_SWEEP = 10
 OP_RUN = 11
+OP_RESTORE = 12
 
 # -- MsgOp.flags bits (only add) -----------------------------------------------------------
 F_ROLLUP_SUB = 1
@@ -287,8 +288,34 @@ class SweepOp:
         return [self.start, self.upto, list(self.seqs)]
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreOp:
+    """Messages of a backup stored at their own sequences and timestamps, into a stream
+    whose last sequence is ``after`` (a replica at another position rejects the op: someone
+    else wrote to the stream during the restore). ``first`` is the backup's first sequence
+    (sequences below it were purged there), ``last`` its last sequence (a non-zero ``last``
+    ends the restore: the sequences up to it become deleted ones) and ``sources`` its
+    positions in its sources, given with the last op."""
+
+    after: int
+    msgs: tuple[MsgOp, ...] = ()
+    first: int = 0
+    last: int = 0
+    sources: tuple = ()
+
+    code = OP_RESTORE
+
+    @property
+    def seq(self) -> int:
+        return self.msgs[0].seq if self.msgs else 0
+
+    def fields(self) -> list[Any]:
+        return [self.after, [m.fields() for m in self.msgs], self.first, self.last,
+                [list(p) for p in self.sources]]
+
+
 Op = (MsgOp | BatchOp | SkipOp | PurgeOp | DeleteOp | UpdateConfigOp | AckOp | ConsumerOp
-      | SourceOp | SweepOp | MsgRunOp)
+      | SourceOp | SweepOp | MsgRunOp | RestoreOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 _TYPE_BYTE = [bytes((i,)) for i in range(256)]
@@ -330,6 +357,8 @@ _DECODERS = {
     OP_SOURCE: _source,
     OP_SWEEP: lambda f: SweepOp(f[0], f[1], tuple(f[2])),
     OP_RUN: lambda f: MsgRunOp(f[0], f[1], tuple(f[2]), f[3], f[4], f[5], tuple(f[6]), f[7]),
+    OP_RESTORE: lambda f: RestoreOp(f[0], tuple(_msg(m) for m in f[1]), f[2], f[3],
+                                    tuple(tuple(p) for p in f[4])),
 }
 
 
@@ -345,8 +374,8 @@ def decode_op(buf: bytes) -> Op:
 
 __all__ = [
     "F_COUNTER", "F_MARKER", "F_NO_INTEREST", "F_ROLLUP_ALL", "F_ROLLUP_SUB", "OP_ACK",
-    "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_RUN", "OP_SKIP",
+    "OP_BATCH", "OP_CONFIG", "OP_CONSUMER", "OP_DELETE", "OP_MSG", "OP_PURGE", "OP_RESTORE", "OP_RUN", "OP_SKIP",
     "OP_SOURCE", "OP_SWEEP", "SCHED_PURGE", "AckOp", "BatchOp", "ConsumerOp", "DeleteOp",
-    "MsgOp", "MsgRunOp", "Op", "PurgeOp", "SkipOp", "SourceOp", "SweepOp", "UpdateConfigOp", "decode_op",
+    "MsgOp", "MsgRunOp", "Op", "PurgeOp", "RestoreOp", "SkipOp", "SourceOp", "SweepOp", "UpdateConfigOp", "decode_op",
     "encode_op", "id_header",
 ]

@@ -44,6 +44,7 @@ from rayjet.engine.ops import (
     MsgRunOp,
     Op,
     PurgeOp,
+    RestoreOp,
     SkipOp,
     SourceOp,
     SweepOp,
@@ -51,6 +52,7 @@ from rayjet.engine.ops import (
 )
 from rayjet.engine.pending import Pending
 from rayjet.engine.recovery import recover_from_store
+from rayjet.engine.restore import apply_restore
 from rayjet.engine.results import ApplyResult, ExpireResult, Republish
 from rayjet.engine.retention import Interest
 from rayjet.engine.sourcing import SourcePositions, apply_source
@@ -581,6 +583,8 @@ class StreamEngine(ColumnarPublish):
             return apply_source(self, op)
         if t is SweepOp:
             return apply_sweep(self, op)
+        if t is RestoreOp:
+            return apply_restore(self, op)
         raise TypeError(f"not a stream op: {op!r}")
 
     def apply_batch(self, ops: Iterable[Op]) -> list[ApplyResult]:
@@ -798,6 +802,12 @@ class StreamEngine(ColumnarPublish):
         rp_last = self._rp_last(m)
         self.store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
         return self._stored(m, rp_last)
+
+    def skip_to(self, last: int) -> None:
+        """Apply: record the sequences up to ``last`` as deleted (nothing stored)."""
+        if last > self._last_seq:
+            self.store.skip_msgs(self._last_seq + 1, last - self._last_seq)
+            self._last_seq = last
 
     def follow_applied(self) -> None:
         """Leader: continue its projection after sequences that apply fixed (a mirror)."""
