@@ -37,6 +37,7 @@ from rayjet.errors import (
 )
 from rayjet.gateway import jsapi
 from rayjet.gateway import protocol as P
+from rayjet.gateway.backups import Backups
 from rayjet.gateway.events import follow_events
 from rayjet.gateway.links import ConsumerLinks
 from rayjet.gateway.publishing import Publisher
@@ -95,6 +96,7 @@ class JetStreamBridge:
         self.domain: str | None = None
         self.api_total = self.api_errors = 0  # $JS.API requests answered (account info)
         self.links = ConsumerLinks(js)
+        self.backups = Backups(self)
         self._pumps: dict[tuple[str, str], PushPump] = {}
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
         self._refreshed = 0.0  # when the catalogue was last asked for (monotonic)
@@ -332,6 +334,10 @@ class JetStreamBridge:
                 self.gateway.route(reply, None, no_responders_header(subject), b"")
                 return
             self._spawn(self._pull(tokens, reply, payload))
+        elif tokens[:2] == ["STREAM", "SNAPSHOT"] and len(tokens) == 3:
+            self._spawn(self._counted(self.backups.snapshot(tokens, reply, payload)))
+        elif tokens[:2] == ["STREAM", "RESTORE"] and len(tokens) == 3:
+            self._spawn(self._counted(self.backups.restore(tokens, reply, payload)))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
                 # nats-server: only streams with allow_direct listen for direct gets
@@ -348,6 +354,14 @@ class JetStreamBridge:
     def api_counts(self) -> dict[str, int]:
         """The ``api`` of account info and monitoring: requests this gateway answered."""
         return {"level": 1, "total": self.api_total, "errors": self.api_errors}
+
+    async def _counted(self, request: Any) -> None:
+        self.api_total += 1
+        await request
+
+    async def changed_stream(self, name: str, config: StreamConfig | None) -> None:
+        """A stream made, changed or deleted here other than by a plain API request."""
+        await self._changed_stream(name, config)
 
     async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
         await self.stored_so_far()

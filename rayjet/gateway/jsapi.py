@@ -502,8 +502,6 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, str, str]] = {
     ("META", "LEADER", "STEPDOWN"): (meta_leader_stepdown, "meta_leader_stepdown_response",
                                      ""),
     ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response", "*"),
-    ("STREAM", "SNAPSHOT"): (not_supported, "stream_snapshot_response", "*"),
-    ("STREAM", "RESTORE"): (not_supported, "stream_restore_response", "*"),
     ("STREAM", "PEER", "EVACUATE"): (not_supported, "stream_evacuate_peer_response", "*"),
     ("STREAM", "CANCEL_MOVE"): (not_supported, "stream_cancel_move_response", "*"),
 }

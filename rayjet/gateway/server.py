@@ -517,6 +517,13 @@ class Gateway:
             m[2] = n
         return n
 
+    def unsubscribe_internal(self, sub: Subscription) -> None:
+        """End an internal subscription made by :meth:`subscribe_internal`."""
+        if sub in self._internal_subs:
+            self._internal_subs.remove(sub)
+            self.interest.remove(sub)
+        self._js_internal = [(p, s) for p, s in self._js_internal if s is not sub]
+
     def subscribe_internal(self, subject: str, handler: Any) -> Subscription:
         """An internal subscription: ``handler.deliver(sub, subject, reply, hdr, payload)``
         is called for each message."""
