@@ -479,3 +479,47 @@ def test_a_second_head_takes_free_ports_and_server_stop_finds_it(sh, tmp_path):
         stopped = sh.json("server", "stop", env=env)  # no --port, no RAY_ADDRESS
     assert stopped["port"] == gcs
     assert sh.json("stream", "ls") is not None  # the module's head still serves
+
+
+def test_a_backup_restores_into_another_cluster(sh, tmp_path):
+    """`stream backup` on one cluster, `stream restore` on a second head with its own data
+    dir: the same messages at the same sequences, the consumer at the same position."""
+    sh("stream", "add", "BACKED", "--subjects", "BACKED.*", "--storage", "file",
+       "--replicas", "1", "--defaults")
+    sh("pub", "BACKED.a", "m{{Count}}", "--count", "30")
+    sh("stream", "rmm", "BACKED", "5", "--force")
+    sh("consumer", "add", "BACKED", "READER", "--pull", "--ack", "explicit", "--deliver",
+       "all")
+    sh("consumer", "next", "BACKED", "READER", "--count", "3", "--raw")
+    archive = tmp_path / "backed.rjb"
+    made = sh.json("stream", "backup", "BACKED", archive)
+    assert made["messages"] == 29 and made["consumers"] == 1 and archive.stat().st_size > 0
+    before = sh.json("stream", "info", "BACKED")["state"]
+    consumer = sh.json("consumer", "info", "BACKED", "READER")
+
+    gcs = free_port()
+    env = fresh_env(RAYJET_STATE_DIR=str(tmp_path / "state"))
+    other = fresh_env(RAY_ADDRESS=f"127.0.0.1:{gcs}")
+    try:
+        sh("server", "start", "--data-dir", tmp_path / "other", "--port", gcs,
+           "--no-gateway", "--no-dashboard", env=env)
+        damaged = tmp_path / "damaged.rjb"
+        raw = bytearray(archive.read_bytes())
+        raw[len(raw) // 3] ^= 1
+        damaged.write_bytes(bytes(raw))
+        refused = sh("stream", "restore", damaged, env=other, code=1)
+        assert "10062" in refused.stderr + refused.stdout
+        assert "BACKED" not in json.dumps(sh.json("stream", "ls", env=other))
+        restored = sh.json("stream", "restore", archive, env=other)
+        assert restored["config"]["name"] == "BACKED"
+        after = sh.json("stream", "info", "BACKED", env=other)["state"]
+        keys = ("messages", "bytes", "first_seq", "last_seq", "num_deleted")
+        assert {k: after.get(k) for k in keys} == {k: before.get(k) for k in keys}
+        again = sh.json("consumer", "info", "BACKED", "READER", env=other)
+        for key in ("delivered", "ack_floor", "num_ack_pending", "num_pending"):
+            assert again[key] == consumer[key], key
+        got = sh("consumer", "next", "BACKED", "READER", "--count", "1", "--raw",
+                 env=other).stdout
+        assert got.split() == ["m4"]
+    finally:
+        sh("server", "stop", "--port", gcs, "--force", env=env)
