@@ -216,6 +216,7 @@ class JetStreamBridge:
 
     def _changed(self, names: set[str], *, whole: bool = False) -> None:
         """The routing of streams ``names`` (``whole``: of every stream) from their configs."""
+        self.publisher.batches.keep(self._configs)
         if whole:
             streams = dict(_captured(c) for c in self._configs.values())
             self._direct = {n for n, c in self._configs.items()
@@ -297,6 +298,9 @@ class JetStreamBridge:
             if configs is not None:
                 self._refreshed = time.monotonic()
                 await self._take_catalogue(applied, configs, removed)
+
+    def config_of(self, stream: str) -> StreamConfig | None:
+        return self._configs.get(stream)
 
     def stream_for(self, subject: str) -> str | None:
         if subject in self._captures:
