@@ -18,6 +18,7 @@ from rayjet.actors.router import meta_router
 from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
+from rayjet.client.direct_reads import DirectReadsAPI
 from rayjet.client.event_hub import ensure_event_hub
 from rayjet.client.publish import PublishAPI
 from rayjet.client.ray_join import RAY_SYSTEM_CONFIG, TOKEN_HINT, join_address, prepare_join
@@ -50,7 +51,7 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet-data"
 
 
-class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI):
+class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, DirectReadsAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
     def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,

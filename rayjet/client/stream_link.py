@@ -94,3 +94,9 @@ class StreamLink:
         raw = await self.router.acall("get_msg", seq, last_by_subject, next_by_subject,
                                       direct, timeout=self.timeout, any_replica=direct)
         return RawStreamMsg(**raw)
+
+    async def get_msgs(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A batched or multi_last direct get (``req`` as
+        :func:`rayjet.engine.direct_get.parse_request` makes it): one call, any replica."""
+        return await self.router.acall("get_msgs", req, True, timeout=self.timeout,
+                                       any_replica=True)
