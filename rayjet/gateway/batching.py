@@ -29,12 +29,20 @@ from typing import Any
 
 from rayjet.api import headers as H
 from rayjet.engine.batch import MAX_BATCH_ID_LEN, MAX_BATCH_SIZE
-from rayjet.errors import APIError, BadRequestError, error_for
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ServiceUnavailableError,
+    StreamNotFoundError,
+    TimeoutError,
+    error_for,
+)
 from rayjet.gateway import jsapi
 
 BATCH_TIMEOUT = 10.0  # s without a message after which an open batch is abandoned
 MAX_OPEN_PER_STREAM = 50  # nats-server's default of atomic batches in flight per stream
 _ID_BYTES = H.BATCH_ID.encode()
+_UNREACHABLE = (ServiceUnavailableError, StreamNotFoundError, TimeoutError)
 
 
 class _Open:
@@ -75,9 +83,10 @@ class AtomicBatches:
     """The atomic batches open in one gateway. ``link(stream)`` (a coroutine) gives the
     :class:`rayjet.client.stream_link.StreamLink` a commit goes through."""
 
-    def __init__(self, link: Any, timeout: float | None = None,
+    def __init__(self, link: Any, forget: Any = None, timeout: float | None = None,
                  clock: Any = time.monotonic) -> None:
         self._link = link
+        self._forget = forget or (lambda stream: None)
         self.timeout = BATCH_TIMEOUT if timeout is None else timeout
         self._clock = clock
         self._open: dict[str, dict[str, _Open]] = {}  # stream -> batch id -> batch
@@ -127,6 +136,8 @@ class AtomicBatches:
             link = await self._link(stream)
             ack = await link.publish_atomic(msgs, bid)
         except Exception as err:  # noqa: BLE001 - answered, as nats-server answers a refusal
+            if isinstance(err, _UNREACHABLE) or not isinstance(err, APIError):
+                self._forget(stream)  # look the stream's replicas up again next time
             return error_document(stream, err)
         return json.dumps(ack.to_dict(), separators=(",", ":")).encode()
 

@@ -40,7 +40,7 @@ class Publisher:
         self._stored = 0  # publishes answered so far
         self._stored_changed = asyncio.Event()
         self._stream_links: dict[str, Any] = {}  # stream -> its StreamLink
-        self.batches = AtomicBatches(self.link)
+        self.batches = AtomicBatches(self.link, self.forget_streams)
 
     def start(self) -> None:
         """Events of the running loop (a gateway started again runs on a new one)."""
