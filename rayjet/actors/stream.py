@@ -34,7 +34,7 @@ from rayjet.actors.stream_backup import StreamBackupCalls
 from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api import PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
-from rayjet.engine import ApplyResult, store_config
+from rayjet.engine import ApplyResult, direct_get, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.columnar import message_columns
 from rayjet.engine.consumer_reader import StoreReader
@@ -610,6 +610,12 @@ class StreamReplica(StreamBackupCalls):
             raise error_for("BAD_REQUEST", err="give seq, last_by_subject or next_by_subject")
         return {"subject": m.subject, "seq": m.seq, "data": m.data, "hdrs": m.hdr or None,
                 "time": _ts(m.ts), "stream": self.engine.name}
+
+    async def get_msgs(self, req: dict[str, Any], direct: bool = True) -> dict[str, Any]:
+        """A batched or multi_last get in one call (see :mod:`rayjet.engine.direct_get`)."""
+        if not direct or not (self.engine.config.allow_direct or self.engine.config.mirror_direct):
+            self._require_current()
+        return direct_get.read(self.machine.store, req)
 
     async def read_range(self, start_seq: int, end_seq: int, *, filter: str = ">",
                          max_msgs: int = 10_000, max_bytes: int = 8 << 20,

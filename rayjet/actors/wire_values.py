@@ -54,7 +54,8 @@ from rayjet.errors.documents import from_document, to_document
 
 # what a replica serves over the data plane (everything else goes by actor call)
 STREAM_REQUESTS = frozenset({
-    "publish", "publish_columns", "publish_atomic", "info", "get_msg", "read_range",
+    "publish", "publish_columns", "publish_atomic", "info", "get_msg", "get_msgs",
+    "read_range",
     "purge", "delete_msg", "leader_id", "ping", "leader_consumer_call",
     "leader_consumer_names", "delete_leader_consumer", "wait_for_messages",
     "consumer_acked",

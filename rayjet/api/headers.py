@@ -107,3 +107,13 @@ def get_header(block: bytes | None, name: str) -> str | None:
     if not block:
         return None
     return decode_headers(block).get(name)
+
+
+def append_header(block: bytes | None, name: str, value: str) -> bytes:
+    """``block`` with the line ``name: value`` added at its end (a new block when there is
+    none), as nats-server adds headers to a stored message's block: what was there stays
+    byte for byte, a header of the same name included. Line breaks in ``value`` become
+    spaces."""
+    value = value.replace("\r", " ").replace("\n", " ")
+    head = bytes(block[:-2]) if block and len(block) > 2 else _PREFIX + _CRLF
+    return b"%s%s: %s\r\n\r\n" % (head, name.encode(), value.encode())

@@ -19,6 +19,7 @@ from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.backups import BackupsAPI
 from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
+from rayjet.client.direct_reads import DirectReadsAPI
 from rayjet.client.event_hub import ensure_event_hub
 from rayjet.client.publish import PublishAPI
 from rayjet.client.ray_join import RAY_SYSTEM_CONFIG, TOKEN_HINT, join_address, prepare_join
@@ -51,7 +52,8 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "rayjet-data"
 
 
-class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, BackupsAPI):
+class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, DirectReadsAPI,
+                BackupsAPI):
     """A connection to rayjet on a Ray cluster. Use ``rayjet.connect()`` to make one."""
 
     def __init__(self, *, address: str | None, data_dir: Path, started_ray: bool,

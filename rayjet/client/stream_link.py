@@ -78,6 +78,14 @@ class StreamLink:
             acks.take(self.name, a, answer)
         return acks
 
+    async def publish_atomic(self, msgs: list[tuple[str, bytes, bytes | None]],
+                             batch_id: str) -> PubAck:
+        """An atomic batch of ``(subject, data, header block)`` items: all stored or none
+        (one call; never retried, its outcome unknown once sent). Its last message's
+        PubAck, with the batch id and count."""
+        return await self.router.acall("publish_atomic", msgs, batch_id, self.timeout,
+                                       timeout=self.timeout, retry_unknown=False)
+
     async def get_msg(self, seq: int | None = None, *, last_by_subject: str | None = None,
                       next_by_subject: str | None = None, direct: bool = False
                       ) -> RawStreamMsg:
@@ -86,3 +94,9 @@ class StreamLink:
         raw = await self.router.acall("get_msg", seq, last_by_subject, next_by_subject,
                                       direct, timeout=self.timeout, any_replica=direct)
         return RawStreamMsg(**raw)
+
+    async def get_msgs(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A batched or multi_last direct get (``req`` as
+        :func:`rayjet.engine.direct_get.parse_request` makes it): one call, any replica."""
+        return await self.router.acall("get_msgs", req, True, timeout=self.timeout,
+                                       any_replica=True)

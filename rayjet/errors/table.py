@@ -162,6 +162,8 @@ ERRORS: dict[str, ErrorSpec] = _rows(
       "use a non-empty batch id of at most 64 characters"),
     E("ATOMIC_PUBLISH_INVALID_COMMIT", 400, 10200, "atomic publish batch commit is invalid",
       "commit with Nats-Batch-Commit: 1 (or 'eob')"),
+    E("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT", 429, 10210, "atomic publish too many inflight",
+      "commit or abandon open batches first: a stream holds at most 50 open at once"),
     E("MESSAGE_SCHEDULES_DISABLED", 400, 10188, "message schedules is disabled",
       "create the stream with allow_msg_schedules=True to use Nats-Schedule"),
     E("MESSAGE_SCHEDULES_PATTERN_INVALID", 400, 10189, "message schedules pattern is invalid",

@@ -23,19 +23,15 @@ from typing import Any
 from rayjet.actors import direct
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.api import StreamConfig
-from rayjet.api.duration import to_rfc3339
 from rayjet.api.headers import encode_headers
 from rayjet.engine.delivery_batch import seq_ranges
 from rayjet.errors import (
     APIError,
-    BadRequestError,
     ConsumerNotFoundError,
-    NotFoundError,
-    ServiceUnavailableError,
     StreamNotFoundError,
     TimeoutError,
 )
-from rayjet.gateway import jsapi
+from rayjet.gateway import directget, jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.backups import Backups
 from rayjet.gateway.events import follow_events
@@ -218,6 +214,7 @@ class JetStreamBridge:
 
     def _changed(self, names: set[str], *, whole: bool = False) -> None:
         """The routing of streams ``names`` (``whole``: of every stream) from their configs."""
+        self.publisher.batches.keep(self._configs)
         if whole:
             streams = dict(_captured(c) for c in self._configs.values())
             self._direct = {n for n, c in self._configs.items()
@@ -299,6 +296,9 @@ class JetStreamBridge:
             if configs is not None:
                 self._refreshed = time.monotonic()
                 await self._take_catalogue(applied, configs, removed)
+
+    def config_of(self, stream: str) -> StreamConfig | None:
+        return self._configs.get(stream)
 
     def stream_for(self, subject: str) -> str | None:
         if subject in self._captures:
@@ -401,39 +401,7 @@ class JetStreamBridge:
             await pump.written(delivered, INFO_AFTER_PUSH_WAIT)
 
     async def _direct_get(self, tokens: list[str], reply: str, payload: bytes) -> None:
-        await self.stored_so_far()
-        try:
-            stream = tokens[2]
-            if len(tokens) > 3:  # DIRECT.GET.<stream>.<subject>: last by subject
-                body = {"last_by_subj": ".".join(tokens[3:])}
-            else:
-                body = jsapi.parse_body(payload)
-            msg = await self._get(stream, body)
-        except NotFoundError:  # nats-server answers a missing message with a 404 status
-            self.gateway.route(reply, None, P.status_header(404, "Message Not Found"), b"")
-            return
-        except APIError as exc:
-            self.gateway.route(reply, None, P.status_header(exc.code, exc.description), b"")
-            return
-        headers = dict(msg.headers) if msg.hdrs else {}
-        headers.update({"Nats-Stream": msg.stream or stream, "Nats-Subject": msg.subject,
-                        "Nats-Sequence": str(msg.seq),
-                        "Nats-Time-Stamp": to_rfc3339(msg.time) or ""})
-        self.gateway.route(reply, None, encode_headers(headers), msg.data)
-
-    async def _get(self, stream: str, body: dict[str, Any]) -> Any:
-        """A direct get from this loop to a replica; what the link cannot answer (a mirror's
-        direct get, a stream gone or without a reachable replica) the client answers in
-        the pool."""
-        args = jsapi.get_request(body)
-        try:
-            link = await self.publisher.link(stream)
-            return await link.get_msg(direct=True, **args)
-        except BadRequestError as exc:
-            raise jsapi.no_message_for_bad_subject(exc, args) from None
-        except (ServiceUnavailableError, TimeoutError, StreamNotFoundError):
-            self.publisher.forget_streams(stream)
-        return await self.call(jsapi.get_message, self.js, stream, body, direct=True)
+        await directget.answer(self, tokens, reply, payload)
 
     # -- pull requests -------------------------------------------------------------------
     async def link_for(self, stream: str, consumer: str) -> Any:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from rayjet.client.column_publish import PubAcks
 from rayjet.errors import APIError, BadRequestError, NotFoundError, SubjectNotCapturedError
 from rayjet.gateway import jsapi
+from rayjet.gateway.batching import AtomicBatches, batch_id
 from rayjet.storage import arrow_arrays as arrays
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Publisher:
         self._stored = 0  # publishes answered so far
         self._stored_changed = asyncio.Event()
         self._stream_links: dict[str, Any] = {}  # stream -> its StreamLink
+        self.batches = AtomicBatches(self.link, self.forget_streams)
 
     def start(self) -> None:
         """Events of the running loop (a gateway started again runs on a new one)."""
@@ -105,13 +107,23 @@ class Publisher:
         return self.bridge.js.publish_batch(msgs, literal_wildcards=True)
 
     async def _store(self, batch: list[tuple]) -> list[bytes]:
-        """Store a run of publishes; the PubAck (or error) document of each, in order."""
+        """Store a run of publishes; the PubAck (or error) document of each, in order.
+        A message of an atomic batch (a Nats-Batch-Id header) is staged or commits its
+        batch (:mod:`rayjet.gateway.batching`) between the runs around it."""
         answers: list[bytes] = []
         start = 0
+        stream_for = self.bridge.stream_for
         while start < len(batch):  # runs of one stream each: one request per run
-            stream = self.bridge.stream_for(batch[start][0])
+            subject, _, hdr, payload = batch[start]
+            stream = stream_for(subject)
+            if stream is not None and hdr and batch_id(hdr):
+                answers.append(await self.batches.take(
+                    stream, self.bridge.config_of(stream), subject, hdr, payload))
+                start += 1
+                continue
             end = start + 1
-            while end < len(batch) and self.bridge.stream_for(batch[end][0]) == stream:
+            while end < len(batch) and stream_for(batch[end][0]) == stream and not (
+                    batch[end][2] and batch_id(batch[end][2])):
                 end += 1
             answers.extend(await self._store_run(stream, batch[start:end]))
             start = end
