@@ -626,6 +626,10 @@ class JetStreamBridge:
         if pump is not None:
             pump.flow_answered(subject)
 
+    def pumps_of(self, stream: str) -> list[PushPump]:
+        """The push pumps feeding consumers of ``stream`` (PubAcks wait for them)."""
+        return [p for (s, _), p in self._pumps.items() if s == stream] if self._pumps else []
+
     def push_consumers(self) -> list[tuple[str, str]]:
         """(stream, consumer) of every push consumer the gateway feeds now."""
         return list(self._pumps)

@@ -17,6 +17,7 @@ from rayjet.client.column_publish import PubAcks
 from rayjet.errors import APIError, BadRequestError, NotFoundError, SubjectNotCapturedError
 from rayjet.gateway import jsapi
 from rayjet.gateway.batching import AtomicBatches, batch_id
+from rayjet.gateway.pushing import PUSH_HOLD, push_holds
 from rayjet.storage import arrow_arrays as arrays
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Publisher:
         self._stored_changed = asyncio.Event()
         self._stream_links: dict[str, Any] = {}  # stream -> its StreamLink
         self.batches = AtomicBatches(self.link, self.forget_streams)
+        self._releasing: asyncio.Task | None = None  # PubAcks held for push deliveries
 
     def start(self) -> None:
         """Events of the running loop (a gateway started again runs on a new one)."""
@@ -95,11 +97,52 @@ class Publisher:
                 answers = await self._store(batch)
                 log.debug("stored %d publishes in %.1f ms", len(batch),
                           (time.perf_counter() - started) * 1e3)
-                for (_, reply, _, _), answer in zip(batch, answers):
-                    if reply:
-                        self.bridge.gateway.route(reply, None, None, answer)
+                holds = self._holds(batch, answers)
+                if holds or (self._releasing is not None and not self._releasing.done()):
+                    # after what is held before them: replies keep their order
+                    self._releasing = asyncio.get_running_loop().create_task(
+                        self._release(self._releasing, holds, batch, answers))
+                else:
+                    self._answer(batch, answers)
                 self._stored += len(batch)
                 self._stored_changed.set()
+
+    def _answer(self, batch: list[tuple], answers: list[bytes]) -> None:
+        route = self.bridge.gateway.route
+        for (_, reply, _, _), answer in zip(batch, answers):
+            if reply:
+                route(reply, None, None, answer)
+
+    def _holds(self, batch: list[tuple], answers: list[bytes]) -> list:
+        """What the PubAcks of ``batch`` wait for: the push deliveries of their messages by
+        the pumps this gateway runs (nats-server's push delivery leaves before the PubAck;
+        clients and their tests count on it)."""
+        pumps_of = self.bridge.pumps_of
+        by_stream: dict[str, list[tuple[str, int]]] = {}
+        for (subject, reply, _, _), answer in zip(batch, answers):
+            stream = self.bridge.stream_for(subject) if reply else None
+            if stream is None or not pumps_of(stream) or b'"seq"' not in answer:
+                continue
+            try:
+                doc = json.loads(answer)
+            except ValueError:
+                continue
+            if "error" not in doc and not doc.get("duplicate") and doc.get("seq"):
+                by_stream.setdefault(stream, []).append((subject, int(doc["seq"])))
+        return [h for stream, stored in by_stream.items()
+                for h in push_holds(pumps_of(stream), stored)]
+
+    async def _release(self, before: asyncio.Task | None, holds: list, batch: list[tuple],
+                       answers: list[bytes]) -> None:
+        if before is not None:
+            await asyncio.shield(before)
+        if holds:
+            _, pending = await asyncio.wait([f for _, _, f in holds], timeout=PUSH_HOLD)
+            for pump, seq, fut in holds:
+                if fut in pending:
+                    pump.hold_timed_out(seq)  # a slow subscriber: hold no more for it
+                    fut.cancel()
+        self._answer(batch, answers)
 
     def _publish_batch(self, msgs: Any) -> Any:
         # a client's publish to 'a.*' is stored with '*' as a literal token, as nats-server

@@ -24,6 +24,7 @@ from typing import Any
 
 from rayjet.errors import APIError, ConsumerNotFoundError, StreamNotFoundError
 from rayjet.gateway import protocol as P
+from rayjet.subjects import matches_any
 
 PUSH_BATCH = 256  # messages a poll asks for at first
 PUSH_MAX_BATCH = 4096  # ... and at most, while full polls come back
@@ -34,6 +35,7 @@ BACKLOG_LIMIT = 8 * 1024 * 1024  # bytes a subscriber may have unread before the
 FC_WINDOW = 32 * 1024 * 1024  # flow control: bytes out unconfirmed before a stall (nats-server's)
 FC_PREFIX = "$JS.FC."
 ROOM_CHECK_FROM = 4 * 1024 * 1024  # window room below which polls carry a byte limit
+PUSH_HOLD = 0.1  # s a PubAck waits at most for the push deliveries of its message
 
 
 class PushPump:
@@ -58,6 +60,8 @@ class PushPump:
         self._fc_ids = itertools.count(1)
         self._interest = asyncio.Event()  # set when a client subscribes to the deliver subject
         self._written: list[tuple[int, asyncio.Future]] = []  # (consumer seq, its waiter)
+        self._through: list[tuple[int, asyncio.Future]] = []  # (stream seq, its waiter)
+        self.lag_until = 0  # a hold timed out: no holds until delivered past this seq
 
     def stop(self) -> None:
         self._stopped = True
@@ -78,6 +82,42 @@ class PushPump:
             await asyncio.wait_for(fut, timeout)
         except TimeoutError:  # (a slow subscriber): answer anyway, and forget the waiter
             self._written = [(c, f) for c, f in self._written if f is not fut]
+
+    def holds_for(self, subject: str) -> bool:
+        """Does a PubAck for a message on ``subject`` wait for this pump's delivery of it?
+        As with nats-server, where a push consumer's delivery leaves before the PubAck of
+        the message: only while a subscriber keeps up (not stalled, not lagging)."""
+        if self.done or self._stopped or self.stalled or self.last_sseq < self.lag_until:
+            return False
+        cfg = self.config
+        filters = cfg.get("filter_subjects") or (
+            [cfg["filter_subject"]] if cfg.get("filter_subject") else [])
+        if filters and not matches_any(subject, filters):
+            return False
+        return self.bridge.gateway.interest.has_interest(cfg.get("deliver_subject") or "")
+
+    def delivered_through(self, sseq: int) -> asyncio.Future:
+        """A future done once deliveries reached stream seq ``sseq`` (or the consumer had
+        nothing more to give)."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.last_sseq >= sseq or self.done:
+            fut.set_result(None)
+        else:
+            self._through.append((sseq, fut))
+        return fut
+
+    def hold_timed_out(self, sseq: int) -> None:
+        self.lag_until = max(self.lag_until, sseq)
+
+    def _release_through(self, everything: bool = False) -> None:
+        keep = []
+        for sseq, fut in self._through:
+            if everything or sseq <= self.last_sseq:
+                if not fut.done():
+                    fut.set_result(None)
+            elif not fut.done():
+                keep.append((sseq, fut))
+        self._through = keep
 
     def _release_written(self, everything: bool = False) -> None:
         keep = []
@@ -130,6 +170,7 @@ class PushPump:
         finally:
             self.done = True
             self._release_written(everything=True)
+            self._release_through(everything=True)
             self.bridge.pump_ended(self)
 
     async def _run(self) -> None:
@@ -192,15 +233,23 @@ class PushPump:
                 self.last_sseq = int(got.stream_seq[-1])
                 if self._written:
                     self._release_written()
+                if self._through:
+                    self._release_through()
                 last_activity = time.monotonic()
                 if self.flow_control:
                     self.unconfirmed += len(got.hdrs) + len(got.data)
                     if self.fc_subject is None and self.unconfirmed >= FC_WINDOW // 2:
                         self._ask_flow_control(deliver)
-            elif status is not None and status[0] == 409 and "Deleted" in status[1]:
-                return
-            elif status is not None and status[0] == 409 and room:
-                self.window_full = True  # the next message is bigger than the room left
+            else:
+                if self._through:
+                    # it had nothing more to give (filtered, or max_ack_pending reached):
+                    # hold no more PubAcks for it until it delivers past them
+                    self.lag_until = max(self.lag_until, max(s for s, _ in self._through))
+                    self._release_through(everything=True)
+                if status is not None and status[0] == 409 and "Deleted" in status[1]:
+                    return
+                if status is not None and status[0] == 409 and room:
+                    self.window_full = True  # the next message is bigger than the room left
             if hb and time.monotonic() - last_activity >= hb:
                 last_activity = time.monotonic()
                 self._idle_heartbeat(deliver)
@@ -213,3 +262,15 @@ class PushPump:
             return False
         except APIError:
             return True
+
+
+def push_holds(pumps: list[PushPump], subject_seqs: list[tuple[str, int]]
+               ) -> list[tuple[PushPump, int, asyncio.Future]]:
+    """For stored messages ``(subject, seq)`` of one stream: what their PubAcks wait for,
+    per pump feeding a push consumer of the stream (its delivery of the last of them)."""
+    out = []
+    for pump in pumps:
+        last = max((seq for subject, seq in subject_seqs if pump.holds_for(subject)), default=0)
+        if last:
+            out.append((pump, last, pump.delivered_through(last)))
+    return out
