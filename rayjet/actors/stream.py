@@ -32,7 +32,7 @@ from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.actors.stream_backup import StreamBackupCalls
 from rayjet.actors.wire_values import STREAM_REQUESTS
-from rayjet.api import PubAck, StorageType, StreamConfig
+from rayjet.api import PersistMode, PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.engine import ApplyResult, direct_get, store_config
 from rayjet.engine.ack_sync import AckSummary
@@ -124,8 +124,12 @@ class StreamReplica(StreamBackupCalls):
                 # an acknowledgement means a majority holds the entry durably: entries
                 # are fsynced (one fsync per event-loop turn) before a replica acknowledges
                 # them, whatever sync_interval says (that paces the store's block files,
-                # which the log covers until a snapshot, taken after the store syncs)
-                options=actor_group_options(sync_always=cfg.storage is StorageType.FILE))
+                # which the log covers until a snapshot, taken after the store syncs);
+                # persist_mode "async" (R1 only) acknowledges before the fsync, as
+                # nats-server's: a power loss may lose the last acknowledged writes
+                options=actor_group_options(
+                    sync_always=cfg.storage is StorageType.FILE
+                    and cfg.persist_mode is not PersistMode.ASYNC))
 
         # files that cannot be loaded: rejoin the group empty and catch up (see rejoin)
         (self.machine, rgroup), self.damage = open_or_rejoin(

@@ -14,7 +14,7 @@ import random
 import pytest
 
 from rayjet.actors.stream import StreamReplica
-from rayjet.api import StorageType, StreamConfig
+from rayjet.api import PersistMode, StorageType, StreamConfig
 from rayjet.engine import store_config
 from rayjet.replication import GroupOptions, ReplicaGroup
 from rayjet.replication.stream_machine import StreamMachine
@@ -123,6 +123,33 @@ def test_an_actor_batches_its_fsyncs_and_answers_only_after_one(tmp_path, monkey
             assert all(synced_at_answer)  # no answer left before its entry was fsynced
             assert 1 <= syncs < 100, syncs  # 200 proposals, far fewer fsyncs
             assert replica.host.sync_batches >= 1
+        finally:
+            await replica.shutdown()
+
+    asyncio.run(run())
+
+
+def test_persist_mode_async_answers_without_waiting_for_fsyncs(tmp_path, monkeypatch):
+    """nats-server's persist_mode "async" (file storage, one replica): PubAcks before the
+    fsync; the log is fsynced by its sync_interval only."""
+    monkeypatch.setenv("RAYJET_METRICS", "0")
+
+    async def run():
+        cfg = StreamConfig(name="S", subjects=["S.>"], storage=StorageType.FILE,
+                           sync_interval=120, persist_mode=PersistMode.ASYNC)
+        replica = StreamReplica(cfg.to_dict(), "G", "r0", ["r0"], str(tmp_path))
+        await replica.ping()
+        for _ in range(1000):
+            if replica.engine.is_leader:
+                break
+            await asyncio.sleep(0.005)
+        storage = replica.host.group.storage
+        try:
+            before = storage.sync_count
+            for i in range(50):
+                await replica.publish([("S.a", b"%d" % i)])
+            assert storage.sync_count == before
+            assert replica.engine.last_seq == 50
         finally:
             await replica.shutdown()
 
