@@ -25,6 +25,7 @@ import msgpack
 
 from rayjet.actors import events, in_process
 from rayjet.actors.cancelling import cancel_and_wait
+from rayjet.actors.membership import GroupMembershipCalls
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
@@ -184,7 +185,7 @@ class _Fetch:
     leaving: bool = False  # the caller stops waiting once ``inflight`` arrived
 
 
-class ConsumerReplica:
+class ConsumerReplica(GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = CONSUMER_REQUESTS  # what clients may call over the data plane

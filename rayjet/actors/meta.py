@@ -579,13 +579,24 @@ class MetaMember:
             self._require_leader()
         op = self.catalogue.prepare_add_consumer(stream, cfg, now_ns=time.time_ns(), peers=peers,
                                                  elsewhere=in_leader)
+        removed: list[str] = []
         if isinstance(op, ConsumerAssignment):
             ca = op
         else:
             if existing is None:
                 await self._register_interest(sa, cfg, remove=False)
+            else:
+                want = ConsumerConfig.from_dict(op.config).num_replicas or sa.config.num_replicas
+                if want != len(existing.peers):
+                    # the group changes first: a refused change leaves the catalogue as it was
+                    scaled = lifecycle.consumer_peers_for(existing, sa, want)
+                    removed = await lifecycle.scale_consumer(
+                        existing, sa, scaled, self.data_dir, assignment_dict(sa),
+                        still_leading=self._require_leader)
+                    op = dataclasses.replace(op, peers=scaled)
             ca = await self._commit(op)
             if existing is not None:
+                await lifecycle.destroy_replicas(removed)
                 await lifecycle.update_consumer_config(ca)
             else:
                 events.post([events.consumer_action(stream, ca.name, "create")])

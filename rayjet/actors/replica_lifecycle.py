@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import logging
 import os
+import secrets
 import time
 import zlib
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -732,6 +733,76 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
             await asyncio.sleep(LEAD_WAIT)  # none of them runs (all restarting): not a spin
     raise ServiceUnavailableError(f"consumer {ca.name!r} has no leader after "
                                   f"{GROUP_READY_TIMEOUT:.0f}s")
+
+
+def consumer_peers_for(ca: ConsumerAssignment, sa: StreamAssignment, replicas: int) -> Peers:
+    """``ca``'s peers grown or shrunk to ``replicas``: the first ones kept, new ones on the
+    stream's nodes not used yet, under ids never used in the group before."""
+    count = replicas or sa.config.num_replicas
+    if count <= len(ca.peers):
+        return ca.peers[:count]
+    used = {node for _, node in ca.peers}
+    free = [node for _, node in sa.peers if node not in used] or [n for _, n in sa.peers]
+    tag = secrets.token_hex(2)
+    grown = [(f"r{len(ca.peers) + i}x{tag}", free[i % len(free)])
+             for i in range(count - len(ca.peers))]
+    return tuple(ca.peers) + tuple(grown)
+
+
+async def _consumer_leader(ca: ConsumerAssignment, peers: Peers, timeout: float
+                           ) -> tuple[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        for rid, _ in peers:
+            try:
+                handle = await asyncio.wait_for(consumer_handle(ca, rid), 1.0)
+                st = await asyncio.wait_for(_as_future(handle.status.remote()), 1.0)
+            except (TimeoutError, ray.exceptions.RayError, ValueError):
+                continue
+            if st.get("role") == "Leader" and st.get("writable"):
+                return rid, handle
+        if time.monotonic() > deadline:
+            raise ServiceUnavailableError(f"consumer {ca.name!r} has no leader after "
+                                          f"{timeout:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+async def scale_consumer(ca: ConsumerAssignment, sa: StreamAssignment, peers: Peers,
+                         data_dir: Any, assignment: dict, timeout: float = GROUP_READY_TIMEOUT,
+                         still_leading: Callable[[], None] = lambda: None) -> list[str]:
+    """Grow or shrink the consumer's group to ``peers`` (see :func:`apply_stream_update`:
+    a new replica joins as a learner and votes once caught up; a leaving one hands its
+    leadership on first). The actor names of the replicas it no longer has, still running:
+    the caller stops them once the catalogue stops naming them."""
+    current = list(ca.peers)
+    removed: list[str] = []
+    for rid, node in [p for p in peers if p not in ca.peers]:
+        still_leading()
+        _, leader = await _consumer_leader(ca, tuple(current), timeout)
+        joining = dataclasses.replace(ca, peers=tuple(current))
+        handle = create_consumer_replica(joining, sa, rid, node, data_dir, assignment)
+        await _as_future(handle.ping.remote())
+        await leader.change_membership.remote("learner", rid)
+        await _caught_up(leader, rid, timeout)
+        await leader.change_membership.remote("voter", rid)
+        current.append((rid, node))
+    for rid, node in [p for p in ca.peers if p not in peers]:
+        still_leading()
+        leader_rid, leader = await _consumer_leader(ca, tuple(current), timeout)
+        if leader_rid == rid:
+            successor = next(r for r, _ in current if r != rid)
+            await leader.transfer_leadership.remote(successor)
+            deadline = time.monotonic() + timeout
+            while leader_rid == rid:
+                if time.monotonic() > deadline:
+                    raise NotLeaderError(f"leadership of consumer {ca.name!r} did not move "
+                                         f"off {rid}")
+                await asyncio.sleep(0.05)
+                leader_rid, leader = await _consumer_leader(ca, tuple(current), timeout)
+        await leader.change_membership.remote("remove", rid)
+        current.remove((rid, node))
+        removed.append(consumer_actor_name(ca.group, rid))
+    return removed
 
 
 async def destroy_consumer_replicas(ca: ConsumerAssignment) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -78,8 +79,12 @@ class GroupRouter:
     """Calls the leader of a replica group, following leader hints and skipping dead actors."""
 
     def __init__(self, names: dict[str, str], what: str, *, hosted: bool = False,
-                 direct_methods: frozenset[str] = frozenset()) -> None:
+                 direct_methods: frozenset[str] = frozenset(),
+                 name_for: Callable[[str], str] | None = None) -> None:
         self.names = names  # replica id -> actor name
+        # the actor name of a replica id a leader hint names that ``names`` lacks (one the
+        # group gained after this router was made); None: such hints are not followed
+        self.name_for = name_for
         self.what = what
         self.hosted = hosted  # the replicas run in shared hosts (see find_replica)
         self.leader: str | None = None
@@ -146,6 +151,8 @@ class GroupRouter:
             if err.fields.get("outcome_unknown") and not retry_unknown:
                 raise err
             hint = err.fields.get("leader")
+            if hint and hint not in self.names and self.name_for is not None:
+                self.names[hint] = self.name_for(hint)  # a replica the group gained since
             if hint in self.names and hint != rid:
                 self.leader = hint
                 return True
@@ -233,7 +240,8 @@ def stream_router(assignment: dict[str, Any]) -> GroupRouter:
     names = {rid: stream_actor_name(group, rid) for rid, _node in assignment["peers"]}
     return GroupRouter(names, f"stream {assignment['config']['name']!r}",
                        hosted=assignment["config"].get("hosting") == SHARED_HOSTING,
-                       direct_methods=STREAM_REQUESTS)
+                       direct_methods=STREAM_REQUESTS,
+                       name_for=functools.partial(stream_actor_name, group))
 
 
 def is_api_error(exc: BaseException) -> bool:

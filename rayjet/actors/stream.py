@@ -22,6 +22,7 @@ import ray
 from rayjet.actors import data_plane, in_process
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.leader_consumers import LeaderConsumers
+from rayjet.actors.membership import GroupMembershipCalls
 from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.on_demand import replica_dir
@@ -46,7 +47,7 @@ from rayjet.errors import (
     ServiceUnavailableError,
     error_for,
 )
-from rayjet.raft import ConfChange, ConfChangeType, Message, Role
+from rayjet.raft import Message, Role
 from rayjet.replication import MemoryLog, Output, ReplicaGroup
 from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.replication.stream_files import open_stream_files, store_block_size
@@ -96,7 +97,7 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
             "leader": leader}
 
 
-class StreamReplica(StreamBackupCalls):
+class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane
@@ -532,37 +533,10 @@ class StreamReplica(StreamBackupCalls):
         validate_stream_update(self.engine.config, StreamConfig.from_dict(config))
 
     # -- membership (leader) ----------------------------------------------------------------
-    async def change_membership(self, kind: str, replica_id: str,
-                                timeout: float = 30.0) -> list[str]:
-        """Add a learner, promote it to voter, or remove a replica; returns the voters."""
-        self._ensure_started()
-        if not self.group.is_leader:
-            self.host.leader_wanted()
-            raise NotLeaderError(group=self.group_name, leader=self.group.leader)
-        kinds = {"learner": ConfChangeType.ADD_LEARNER, "voter": ConfChangeType.ADD_VOTER,
-                 "remove": ConfChangeType.REMOVE}
-        if kind == "remove" and replica_id == self.id:
-            raise error_for("BAD_REQUEST", err="transfer leadership before removing the leader")
-        await self.host.propose_conf_change(ConfChange(kinds[kind], replica_id), timeout)
-        return list(self.group.conf_state.voters)
-
-    async def progress(self) -> dict[str, Any]:
-        """Leader's view of each member: matched index and the leader's last index."""
-        self._ensure_started()
-        st = self.group.node.status()
-        return {"leader": st.lead, "last_index": st.last_index, "commit": st.commit,
-                "progress": st.progress, "voters": list(st.conf_state.voters),
-                "learners": list(st.conf_state.learners),
-                "match": {nid: pr.match for nid, pr in self.group.node.raft.prs.items()}}
-
     async def step_down(self, timeout: float = DEFAULT_TIMEOUT) -> str | None:
         """$JS.API.STREAM.LEADER.STEPDOWN: another replica leads (see RaftHost.step_down)."""
         self._ensure_started()
         return await self.host.step_down(timeout)
-
-    async def transfer_leadership(self, to: str) -> None:
-        self._ensure_started()
-        self.host.transfer_leadership(to)
 
     # -- reads ------------------------------------------------------------------------------
     def _require_current(self) -> None:

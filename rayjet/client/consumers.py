@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import threading
 import time
 import uuid
@@ -56,7 +57,8 @@ def _consumer_config(config: ConsumerConfig | dict | None, params: dict) -> Cons
 def _router(ca: dict[str, Any]) -> GroupRouter:
     return GroupRouter({rid: consumer_actor_name(ca["group"], rid) for rid, _ in ca["peers"]},
                        f"consumer {ca['stream']} > {ca['name']}",
-                       direct_methods=CONSUMER_REQUESTS)
+                       direct_methods=CONSUMER_REQUESTS,
+                       name_for=functools.partial(consumer_actor_name, ca["group"]))
 
 
 _ROUTER_OPTIONS = ("timeout", "retry_unknown", "attempt_timeout")
