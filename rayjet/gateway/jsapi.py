@@ -126,12 +126,29 @@ def _with_levels(cfg: dict[str, Any], level: int, one: bool) -> None:
     cfg["metadata"] = meta
 
 
+# what nats-server leaves out of a consumer's JSON when zero or false (omitempty)
+_CONSUMER_OMIT_ZERO = frozenset({
+    "flow_control", "headers_only", "max_batch", "max_bytes", "max_expires", "mem_storage",
+    "rate_limit_bps", "max_waiting", "inactive_threshold", "sample_freq", "direct"})
+_INFO_OMIT_ZERO = frozenset({"paused", "push_bound"})
+EPHEMERAL_INACTIVE = 5.0  # s: nats-server's inactive_threshold of a consumer not durable
+
+
 def consumer_json(info: Any, *, one: bool = True) -> dict[str, Any]:
     """A ConsumerInfo as nats-server writes it (``one``: an answer about this consumer
-    alone, not a list)."""
+    alone, not a list): zero settings left out, a durable's name in its config too."""
     out = info.to_dict()
+    for key in [k for k in _INFO_OMIT_ZERO if not out.get(k, True)]:
+        del out[key]
+    cluster = out.get("cluster")
+    if isinstance(cluster, dict) and not cluster.get("system_account", True):
+        del cluster["system_account"]
     cfg = out.get("config")
     if cfg is not None:
+        for key in [k for k, v in cfg.items() if k in _CONSUMER_OMIT_ZERO and v in (False, 0)]:
+            del cfg[key]
+        if cfg.get("durable_name") and not cfg.get("name"):
+            cfg["name"] = cfg["durable_name"]
         _with_levels(cfg, _consumer_level(cfg), one)
     return out
 
@@ -358,6 +375,8 @@ def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[st
         if cfg.filter_subject and cfg.filter_subject != subject_filter:
             raise APIError("consumer create request did not match filtered subject from "
                            "create subject", code=400, err_code=10131)
+    if not cfg.durable_name and cfg.inactive_threshold is None:
+        cfg = dataclasses.replace(cfg, inactive_threshold=EPHEMERAL_INACTIVE)
     action = body.get("action", "")
     named = cfg.durable_name or cfg.name
     if action == "create" and named and _exists(js, stream, named):

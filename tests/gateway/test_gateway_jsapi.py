@@ -278,3 +278,44 @@ def test_max_deliver_used_up_leaves_the_ack_floor_where_it_was(
     i = js.consumer_info(stream_name, "c")
     assert (i.delivered.consumer_seq, i.delivered.stream_seq, i.ack_floor.consumer_seq,
             i.ack_floor.stream_seq, i.num_ack_pending, i.num_redelivered) == expected[-1]
+
+
+CONSUMER_CREATES = [
+    ("durable", "CONSUMER.CREATE.{s}.D1", {"durable_name": "D1", "ack_policy": "explicit"}),
+    ("named", "CONSUMER.CREATE.{s}.N1", {"name": "N1", "ack_policy": "explicit"}),
+    ("ephemeral", "CONSUMER.CREATE.{s}", {"ack_policy": "none", "deliver_subject": "x.y"}),
+    ("legacy", "CONSUMER.DURABLE.CREATE.{s}.D2",
+     {"durable_name": "D2", "ack_policy": "explicit", "filter_subject": "{s}.a"}),
+]
+
+
+def test_consumer_create_answers_as_nats_server(gateway, nats_server, stream_name,  # noqa: F811
+                                                drop_new_streams):  # noqa: F811
+    """Zero settings left out, a durable's name in its config, the 5 s inactive threshold of
+    consumers that are not durable (a clustered server's ``cluster`` section aside)."""
+    gw = gateway()
+
+    async def observe(url: str) -> dict:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            out = {}
+            for label, subject, cfg in CONSUMER_CREATES:
+                cfg = json.loads(json.dumps(cfg).replace("{s}", stream_name))
+                msg = await nc.request("$JS.API." + subject.format(s=stream_name), json.dumps(
+                    {"stream_name": stream_name, "config": cfg}).encode(), timeout=10)
+                doc = json.loads(msg.data)
+                for key in ("created", "ts", "cluster"):
+                    doc.pop(key, None)
+                if label == "ephemeral":  # a generated name
+                    doc.pop("name", None)
+                    doc["config"].pop("name", None)
+                out[label] = doc
+            await nc.jetstream().delete_stream(stream_name)
+            return out
+        finally:
+            await nc.close()
+
+    expected = asyncio.run(observe(nats_server.url))
+    assert expected["named"]["config"]["inactive_threshold"] == 5_000_000_000
+    assert asyncio.run(observe(f"nats://127.0.0.1:{gw.port}")) == expected
