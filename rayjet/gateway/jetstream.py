@@ -48,6 +48,7 @@ CATALOGUE_EVERY = 1.0  # seconds between attempts to follow the catalogue withou
 CATALOGUE_WATCH = 20.0  # seconds one long poll on the stream catalogue lasts at most
 INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its deliveries
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
+UNCONFIRMED_WAIT = 5.0  # s a pull waits past its expiry to learn that its consumer exists
 EVENTS_START = 5.0  # s a starting gateway waits to know where the hub's events stand
 _INT = re.compile(r"[+-]?[0-9]+")
 
@@ -473,10 +474,15 @@ class JetStreamBridge:
                     answers, ranges = None, ()  # applied with the first call
                     if end is not None and not probe:
                         await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))
+                        if not call.done() and not self.links.answered(stream, consumer):
+                            # it may not exist: nats-server answers a pull to a missing
+                            # consumer with no responders, never with a 408
+                            await asyncio.wait({call}, timeout=UNCONFIRMED_WAIT)
                         if not call.done():
                             self._expired(reply, call, batch + shift, max_bytes)
                             return
                     got, status = await call
+                    self.links.mark_answered(stream, consumer)
                     if probe and not len(got) and status is not None and status[0] == 404:
                         probe = False  # nothing there: wait out the expiry
                         active[0] = time.monotonic()

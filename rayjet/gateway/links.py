@@ -19,6 +19,8 @@ class ConsumerLinks:
         # (last consumer seq, last stream seq) delivered through this gateway, for the
         # Nats-Last-Consumer / Nats-Last-Stream headers of a pull's heartbeats
         self._last: dict[tuple[str, str], tuple[int, int]] = {}
+        # consumers that answered a call through this gateway since their link was made
+        self._answered: set[tuple[str, str]] = set()
 
     def cached(self, stream: str, consumer: str) -> Any:
         return self._links.get((stream, consumer))
@@ -33,19 +35,31 @@ class ConsumerLinks:
             link = self._links[key] = self.js.consumer_link(stream, consumer)
         return link
 
+    def answered(self, stream: str, consumer: str) -> bool:
+        """Did the consumer answer through this link (so it exists)?"""
+        return (stream, consumer) in self._answered
+
+    def mark_answered(self, stream: str, consumer: str) -> None:
+        if len(self._answered) >= MAX_LINKS:
+            self._answered.clear()
+        self._answered.add((stream, consumer))
+
     def forget(self, stream: str, consumer: str) -> None:
         self._links.pop((stream, consumer), None)
+        self._answered.discard((stream, consumer))
 
     def drop(self, stream: str, consumer: str) -> None:
         """The consumer was deleted or made again: nothing about it holds any more."""
         self._links.pop((stream, consumer), None)
         self._last.pop((stream, consumer), None)
+        self._answered.discard((stream, consumer))
 
     def forget_stream(self, stream: str) -> None:
         for key in [k for k in self._links if k[0] == stream]:
             del self._links[key]
         for key in [k for k in self._last if k[0] == stream]:
             del self._last[key]
+        self._answered = {k for k in self._answered if k[0] != stream}
 
     def delivered(self, stream: str, consumer: str, got: Any) -> None:
         if not len(got):

@@ -4,6 +4,7 @@ same raw requests sent with nats.py to a nats-server started here and to the gat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import nats
 import pytest
@@ -19,19 +20,28 @@ def nats_server():
         yield server
 
 
-async def _answers(nc, subject: str, body: bytes, wait: float) -> list:
+async def _answers(nc, subject: str, body: bytes, wait: float, *,
+                   until_status: bool = False) -> list:
     """What a pull's reply subject gets within ``wait`` seconds: each message's data, each
-    status as its headers."""
+    status as its headers (``until_status``: up to the first status that ends it)."""
     inbox = nc.new_inbox()
     got: list = []
+    ended = asyncio.Event()
 
     async def take(msg):
-        got.append({str(k): v for k, v in msg.headers.items()} if msg.headers and
-                   "Status" in msg.headers else msg.data.decode())
+        status = msg.headers and "Status" in msg.headers
+        got.append({str(k): v for k, v in msg.headers.items()} if status
+                   else msg.data.decode())
+        if status and msg.headers["Status"] != "100":
+            ended.set()
 
     sub = await nc.subscribe(inbox, cb=take)
     await nc.publish(subject, body, reply=inbox)
-    await asyncio.sleep(wait)
+    if until_status:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ended.wait(), wait)
+    else:
+        await asyncio.sleep(wait)
     await sub.unsubscribe()
     return got
 
@@ -47,10 +57,12 @@ def test_a_pull_to_a_consumer_or_stream_that_does_not_exist(gateway, nats_server
         js_ = nc.jetstream()
         try:
             await js_.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            # a missing consumer's answer: at once from nats-server, once the gateway
+            # learnt the consumer is missing from it
             out = [await _answers(nc, f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}.NOPE",
-                                  b'{"batch":1,"expires":500000000}', 0.75),
+                                  b'{"batch":1,"expires":500000000}', 10, until_status=True),
                    await _answers(nc, f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}X.NOPE",
-                                  b'{"batch":1,"no_wait":true}', 0.75)]
+                                  b'{"batch":1,"no_wait":true}', 10, until_status=True)]
             await js_.delete_stream(stream_name)
             return out
         finally:
