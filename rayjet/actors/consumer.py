@@ -245,6 +245,7 @@ class ConsumerReplica(GroupMembershipCalls):
                                  name=f"{self.stream_name}>{name}")
             self._metrics = ConsumerMetrics(self.stream_name, name, NullSink())
         self.host.on_output.append(self._on_output)
+        self._leader_watch = events.LeaderWatch()  # LEADER_ELECTED / QUORUM_LOST
         self._timer_wake = asyncio.Event()  # the timer has work: a request, a pending ack
         self._leading = asyncio.Event()  # set while this replica decides deliveries
         self._metrics_at = 0.0
@@ -291,6 +292,7 @@ class ConsumerReplica(GroupMembershipCalls):
                         if r.acked:
                             self._outbox.add(r.acked)
         if out.role is not None:
+            events.role_changed(self._leader_watch, self.host, self.stream_name, self.name)
             if out.role == Role.LEADER:
                 self._ready_index = group.node.raft.log.last_index()
                 self._metrics.became_leader()

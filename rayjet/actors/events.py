@@ -21,6 +21,7 @@ from typing import Any
 import ray
 
 from rayjet.actors.names import NAMESPACE, event_hub_name
+from rayjet.engine import cluster_advisories as cadv
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,36 @@ def consumer_action(stream: str, consumer: str, action: str) -> tuple[str, dict[
             {"type": "io.nats.jetstream.advisory.v1.consumer_action", "id": event_id(),
              "timestamp": timestamp(), "stream": stream, "consumer": consumer,
              "action": action})
+
+
+class LeaderWatch(cadv.LeaderWatch):
+    """A replica's watch on its role for LEADER_ELECTED and QUORUM_LOST advisories."""
+
+    def __init__(self) -> None:
+        super().__init__(replicas=0, created=time.monotonic())
+
+
+def role_changed(watch: cadv.LeaderWatch, host: Any, stream: str,
+                 consumer: str | None = None) -> None:
+    """Post the advisory a replicated group's role change calls for (``host``: its
+    :class:`rayjet.actors.raft_host.RaftHost`, after the change)."""
+    try:
+        group = host.group
+        watch.replicas = len(group.node.raft.voters)
+        what = watch.changed(leader=group.is_leader, term=group.term,
+                             leader_known=group.leader is not None, now=time.monotonic())
+        if what is None:
+            return
+        now = time.time_ns()
+        if what == "elected":
+            replicas = cadv.peers(group.id, host.replicas())
+            post([cadv.leader_elected(stream, consumer, group.id, replicas, now)])
+        else:  # deposed: it no longer hears from a majority of them
+            replicas = [{"name": v, "current": v == group.id, "active": 0, "peer": v}
+                        for v in group.node.raft.voters]
+            post([cadv.quorum_lost(stream, consumer, replicas, now)])
+    except Exception:  # noqa: BLE001 - an advisory must never fail the work it describes
+        log.debug("leader advisory not posted", exc_info=True)
 
 
 class _Poster:

@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from rayjet.actors import data_plane, in_process
+from rayjet.actors import data_plane, events, in_process
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.leader_consumers import LeaderConsumers
 from rayjet.actors.membership import GroupMembershipCalls
@@ -144,6 +144,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self.host.request_target = self
         self.host.on_output.append(self._on_output)
         self._metrics = StreamMetrics(cfg.name)
+        self._leader_watch = events.LeaderWatch()  # LEADER_ELECTED / QUORUM_LOST
         self._ready_index: int | None = None
         self._leader_since = 0
         self._upkeep: asyncio.Task | None = None
@@ -188,6 +189,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._upkeep_wake.set()
         group = self.group
         if out.role is not None:
+            events.role_changed(self._leader_watch, self.host, self.engine.name)
             self._stored_moved()  # waiters for new messages recheck who leads
             self._wake_publishers()  # a msg id in flight may never be applied now
             if out.role == Role.LEADER:

@@ -35,8 +35,10 @@ async def follow_events(bridge: Any, following: asyncio.Event) -> None:
             following.set()
             continue
         for seq, subject, payload in got["events"]:
+            after = seq
+            if bridge.audit.posted_here(subject, payload):
+                continue  # handed out when it was made
             bridge.links.after_event(subject)  # made or deleted elsewhere: links go stale
             bridge.gateway.route(subject, None, None, payload)
-            after = seq
         if got["missed"] and not got["events"]:
             after = got["last"]

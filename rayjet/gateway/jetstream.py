@@ -31,7 +31,7 @@ from rayjet.errors import (
     StreamNotFoundError,
     TimeoutError,
 )
-from rayjet.gateway import directget, jsapi
+from rayjet.gateway import audit, directget, jsapi
 from rayjet.gateway import protocol as P
 from rayjet.gateway.backups import Backups
 from rayjet.gateway.events import follow_events
@@ -93,6 +93,7 @@ class JetStreamBridge:
         self.domain: str | None = None
         self.api_total = self.api_errors = 0  # $JS.API requests answered (account info)
         self.links = ConsumerLinks(js)
+        self.audit = audit.ApiAudit(self)  # $JS.EVENT.ADVISORY.API
         self.backups = Backups(self)
         self._pumps: dict[tuple[str, str], PushPump] = {}
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
@@ -346,7 +347,7 @@ class JetStreamBridge:
                 return
             self._spawn(self._direct_get(tokens, reply, payload))
         else:
-            self._spawn(self._api(tokens, reply, payload))
+            self._spawn(self._api(tokens, reply, payload, self.audit.client()))
 
     @property
     def stopping(self) -> bool:
@@ -364,7 +365,7 @@ class JetStreamBridge:
         """A stream made, changed or deleted here other than by a plain API request."""
         await self._changed_stream(name, config)
 
-    async def _api(self, tokens: list[str], reply: str, payload: bytes) -> None:
+    async def _api(self, tokens: list[str], reply: str, payload: bytes, client: Any) -> None:
         await self.stored_so_far()
         doc = await self.call(jsapi.answer, self.js, tokens, payload)
         if doc is None:
@@ -391,7 +392,7 @@ class JetStreamBridge:
                     self._mark_push_bound(info)
             if tokens[:2] == ["CONSUMER", "INFO"] and len(tokens) >= 4:
                 await self._pushed_before_info(tokens[2], tokens[3], doc)
-        self.gateway.route(reply, None, None, _json(doc))
+        self.audit.answered(tokens, reply, payload, _json(doc), client)
 
     async def _pushed_before_info(self, stream: str, consumer: str, doc: dict) -> None:
         """A push consumer's info answers after the deliveries it counts have gone out

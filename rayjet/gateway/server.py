@@ -355,6 +355,10 @@ class Gateway:
         self.monitor_error: str | None = None  # why monitoring is off although asked for
         self._matches = [0, 0, 0]  # messages routed, receivers in all, most receivers of one
         self.monitor: Any = None
+        self.sys_requests: Any = None  # $SYS.REQ.SERVER.> (rayjet.gateway.sysreq)
+        # the client whose message is being handed out now (internal handlers read it, e.g.
+        # for the API audit advisory's client info); None for the gateway's own messages
+        self.publishing: Connection | None = None
 
     def info_fields(self, conn: Connection | None = None) -> dict[str, Any]:
         opts = self.options
@@ -393,6 +397,10 @@ class Gateway:
         self.stats = ServerStats()
         if self.bridge is not None:
             await self.bridge.start(self)
+        from rayjet.gateway.sysreq import SysRequests
+
+        self.sys_requests = SysRequests(self)
+        self.sys_requests.start()
         self._server = await asyncio.start_server(
             self._accept, self.options.host, self.options.port,
             reuse_address=True, limit=P.MAX_CONTROL_LINE * 4)
@@ -428,6 +436,9 @@ class Gateway:
             self._server = None
         for conn in list(self.connections):
             await conn.close()
+        if self.sys_requests is not None:
+            self.sys_requests.stop()
+            self.sys_requests = None
         if self.bridge is not None:
             await self.bridge.stop()
 
@@ -472,6 +483,14 @@ class Gateway:
         """A message published by a client (or by the gateway itself): to every matching
         subscription, to the stream that captures it, and a no-responders status back
         when a request reached nobody."""
+        outer, self.publishing = self.publishing, origin
+        try:
+            self._publish(subject, reply, hdr, payload, origin)
+        finally:
+            self.publishing = outer
+
+    def _publish(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
+                 origin: Connection | None) -> None:
         if subject.startswith("$JS."):
             # acks and API requests: no stream captures them and, unless a client
             # listens there too, only the bridge's own subscription hears them
