@@ -25,7 +25,7 @@ import logging
 import secrets
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from rayjet.api import StreamConfig
 from rayjet.errors import APIError, StreamNotFoundError, error_for
@@ -52,6 +52,14 @@ def _id() -> str:
     return secrets.token_hex(11).upper()
 
 
+class _Request(NamedTuple):
+    """An API request being answered (for its audit advisory)."""
+
+    tokens: list[str]
+    payload: bytes
+    client: dict[str, Any] | None
+
+
 class _Handler:
     """An internal subscription's owner calling ``fn(subject, reply, hdr, payload)``."""
 
@@ -74,29 +82,40 @@ class Backups:
     def gateway(self) -> Any:
         return self.bridge.gateway
 
-    def _answer(self, reply: str, kind: str, doc: dict[str, Any]) -> None:
-        self.gateway.route(reply, None, None, _json({"type": jsapi.TYPE + kind, **doc}))
+    def _answer(self, reply: str, kind: str, doc: dict[str, Any],
+                request: _Request | None = None) -> None:
+        self._send(reply, _json({"type": jsapi.TYPE + kind, **doc}), request)
 
-    def _error(self, reply: str, kind: str, exc: BaseException, **extra: Any) -> None:
-        self.gateway.route(reply, None, None,
-                           _json({**jsapi.error_response(exc, kind), **extra}))
+    def _error(self, reply: str, kind: str, exc: BaseException,
+               request: _Request | None = None, **extra: Any) -> None:
+        self._send(reply, _json({**jsapi.error_response(exc, kind), **extra}), request)
+
+    def _send(self, reply: str, data: bytes, request: _Request | None) -> None:
+        """An answer; the answer to the API request itself goes with its audit advisory."""
+        audit = getattr(self.bridge, "audit", None)
+        if request is not None and audit is not None:
+            audit.answered(request.tokens, reply, request.payload, data, request.client)
+        else:
+            self.gateway.route(reply, None, None, data)
 
     # -- snapshot ---------------------------------------------------------------------------
-    async def snapshot(self, tokens: list[str], reply: str, payload: bytes) -> None:
+    async def snapshot(self, tokens: list[str], reply: str, payload: bytes,
+                       client: dict[str, Any] | None = None) -> None:
         kind = "stream_snapshot_response"
         stream = tokens[2]
+        api = _Request(tokens, payload, client)
         if _empty(payload):
-            self._error(reply, kind, error_for("BAD_REQUEST", "bad request"))
+            self._error(reply, kind, error_for("BAD_REQUEST", "bad request"), api)
             return
         try:
             info = await self.bridge.call(self.bridge.js.stream_info, stream)
             req = jsapi.parse_body(payload)
         except APIError as exc:
-            self._error(reply, kind, exc)
+            self._error(reply, kind, exc, api)
             return
         deliver = req.get("deliver_subject")
         if not isinstance(deliver, str) or not is_valid_subject(deliver):
-            self._error(reply, kind, error_for("SNAPSHOT_DELIVER_SUBJECT_INVALID"))
+            self._error(reply, kind, error_for("SNAPSHOT_DELIVER_SUBJECT_INVALID"), api)
             return
         chunk = min(max(1024, _int(req.get("chunk_size")) or DEFAULT_CHUNK), 1 << 20)
         window = min(max(1024, _int(req.get("window_size")) or DEFAULT_WINDOW), 32 << 20)
@@ -105,10 +124,10 @@ class Backups:
         try:
             head = await self.bridge.call(next, chunks)  # the stream is readable
         except APIError as exc:
-            self._error(reply, kind, error_for("STREAM_SNAPSHOT", err=exc.description))
+            self._error(reply, kind, error_for("STREAM_SNAPSHOT", err=exc.description), api)
             return
         out = jsapi.stream_json(info)
-        self._answer(reply, kind, {"config": out["config"], "state": out["state"]})
+        self._answer(reply, kind, {"config": out["config"], "state": out["state"]}, api)
         await self._send_chunks(stream, deliver, head, chunks, chunk, window // chunk)
 
     async def _send_chunks(self, stream: str, deliver: str, head: bytes, chunks: Any,
@@ -171,11 +190,13 @@ class Backups:
         return status_header(204) if index > 1 else None
 
     # -- restore ----------------------------------------------------------------------------
-    async def restore(self, tokens: list[str], reply: str, payload: bytes) -> None:
+    async def restore(self, tokens: list[str], reply: str, payload: bytes,
+                      client: dict[str, Any] | None = None) -> None:
         kind = "stream_restore_response"
         stream = tokens[2]
+        api = _Request(tokens, payload, client)
         if _empty(payload):
-            self._error(reply, kind, error_for("BAD_REQUEST", "bad request"),
+            self._error(reply, kind, error_for("BAD_REQUEST", "bad request"), api,
                         deliver_subject="")
             return
         try:
@@ -195,11 +216,11 @@ class Backups:
             else:
                 raise error_for("STREAM_NAME_EXIST_RESTORE")
         except APIError as exc:
-            self._error(reply, kind, exc, deliver_subject="")
+            self._error(reply, kind, exc, api, deliver_subject="")
             return
         subject = f"{RESTORE_PREFIX}{stream}.{_id()}"
         job = _Restore(self, cfg, subject)
-        self._answer(reply, kind, {"deliver_subject": subject})
+        self._answer(reply, kind, {"deliver_subject": subject}, api)
         self.restores += 1
         try:
             await job.run()

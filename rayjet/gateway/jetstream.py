@@ -337,9 +337,11 @@ class JetStreamBridge:
                 return
             self._spawn(self._pull(tokens, reply, payload))
         elif tokens[:2] == ["STREAM", "SNAPSHOT"] and len(tokens) == 3:
-            self._spawn(self._counted(self.backups.snapshot(tokens, reply, payload)))
+            self._spawn(self._counted(self.backups.snapshot(tokens, reply, payload,
+                                                            self.audit.client())))
         elif tokens[:2] == ["STREAM", "RESTORE"] and len(tokens) == 3:
-            self._spawn(self._counted(self.backups.restore(tokens, reply, payload)))
+            self._spawn(self._counted(self.backups.restore(tokens, reply, payload,
+                                                           self.audit.client())))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
                 # nats-server: only streams with allow_direct listen for direct gets
