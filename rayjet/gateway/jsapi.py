@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
+from rayjet.api.headers import get_header
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
 from rayjet.errors.table import ERRORS
@@ -35,6 +37,21 @@ API_LEVEL = 5  # nats-server 2.15.1's JetStream API level (the version the gatew
 # answers about one stream or consumer only); a request's own values are dropped
 REQ_LEVEL, SERVER_VER, SERVER_LEVEL = "_nats.req.level", "_nats.ver", "_nats.level"
 _RESERVED = (REQ_LEVEL, SERVER_VER, SERVER_LEVEL)
+
+
+REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
+_LEVEL = re.compile(r"[+-]?[0-9]+")
+
+
+def needs_newer_api(hdr: bytes | None) -> bool:
+    """Does a request's ``Nats-Required-Api-Level`` ask for more than this server's API
+    level? A value that is not a number asks for too much, as nats-server reads it."""
+    if not hdr:
+        return False
+    level = get_header(hdr, REQUIRED_LEVEL_HEADER)
+    if not level:
+        return False
+    return not _LEVEL.fullmatch(level) or int(level) > API_LEVEL
 
 
 def parse_body(payload: bytes) -> dict[str, Any]:
@@ -144,7 +161,7 @@ def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, 
             "reserved_memory": info["reserved_memory"],
             "reserved_storage": info["reserved_storage"], "streams": info["streams"],
             "consumers": info["consumers"], "limits": info["limits"].to_dict(),
-            "api": {"level": 1, "total": 0, "errors": 0}}
+            "api": {"level": API_LEVEL, "total": 0, "errors": 0}}
 
 
 # -- streams --------------------------------------------------------------------------------
@@ -525,14 +542,18 @@ def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
     return None
 
 
-def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any] | None:
-    """The response document of one API request (``tokens`` after ``$JS.API.``); None for
-    a subject nats-server does not serve, which it leaves unanswered."""
+def answer(js: Any, tokens: list[str], payload: bytes, hdr: bytes | None = None
+           ) -> dict[str, Any] | None:
+    """The response document of one API request (``tokens`` after ``$JS.API.``, ``hdr``
+    its header block); None for a subject nats-server does not serve, which it leaves
+    unanswered."""
     hit = route_for(tokens)
     if hit is None:
         return None
     handler, kind = hit
     try:
+        if needs_newer_api(hdr):  # before anything else, as nats-server checks it
+            raise error_for("REQUIRED_API_LEVEL")
         return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}
     except Exception as exc:  # noqa: BLE001 - every failure is an API error response
         return error_response(exc, kind)
