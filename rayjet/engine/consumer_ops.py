@@ -27,6 +27,7 @@ OP_TOUCH = 4
 OP_MAX_DELIVERED = 5
 OP_PURGED = 6
 OP_ADVANCE = 7
+OP_RESET = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +143,22 @@ class AdvanceOp:
         return [self.ts, self.cseq, self.sseq]
 
 
+@dataclass(frozen=True, slots=True)
+class ResetOp:
+    """Deliver again from stream seq ``seq`` (``$JS.API.CONSUMER.RESET``): nothing is
+    pending or counted as redelivered any more, the consumer seq starts again at 1, and
+    the ack floor and last delivered stream seq are ``seq - 1``."""
+
+    seq: int
+
+    code = OP_RESET
+
+    def fields(self) -> list[Any]:
+        return [self.seq]
+
+
 ConsumerOp = (StartOp | DeliveredOp | AckOp | TouchOp | MaxDeliveredOp | PurgedOp
-              | AdvanceOp)
+              | AdvanceOp | ResetOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 
@@ -162,6 +177,7 @@ _DECODERS = {
     OP_MAX_DELIVERED: lambda f: MaxDeliveredOp(f[0]),
     OP_PURGED: lambda f: PurgedOp(f[0]),
     OP_ADVANCE: lambda f: AdvanceOp(*f[:3]),
+    OP_RESET: lambda f: ResetOp(f[0]),
 }
 
 
@@ -175,7 +191,9 @@ def decode_consumer_op(buf: bytes) -> ConsumerOp:
 
 
 __all__ = [
-    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_START", "OP_TOUCH",
-    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "StartOp", "TouchOp",
+    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_RESET",
+    "OP_START", "OP_TOUCH",
+    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "ResetOp",
+    "StartOp", "TouchOp",
     "decode_consumer_op", "encode_consumer_op",
 ]

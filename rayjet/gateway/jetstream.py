@@ -126,7 +126,7 @@ class JetStreamBridge:
         self._spawn(self._catalogue_loop())
         following = asyncio.Event()
         self._spawn(follow_events(self, following))
-        with contextlib.suppress(TimeoutError):  # events from the gateway's start on
+        with contextlib.suppress(asyncio.TimeoutError):  # events from the gateway's start on
             await asyncio.wait_for(following.wait(), EVENTS_START)
         await self._resume_pumps()
 

@@ -19,8 +19,15 @@ from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
 from rayjet.api.headers import get_header
 from rayjet.api.stream import SHARED_HOSTING
-from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ConsumerNotFoundError,
+    StreamNotFoundError,
+    error_for,
+)
 from rayjet.errors.table import ERRORS
+from rayjet.gateway.pull_request import go_kind
 from rayjet.gateway.server import SERVER_VERSION
 from rayjet.subjects import subjects_collide
 
@@ -147,8 +154,13 @@ def consumer_json(info: Any, *, one: bool = True) -> dict[str, Any]:
     """A ConsumerInfo as nats-server writes it (``one``: an answer about this consumer
     alone, not a list)."""
     out = info.to_dict()
+    for key in ("push_bound", "paused"):  # nats-server writes them only when true
+        if not out.get(key):
+            out.pop(key, None)
     cfg = out.get("config")
     if cfg is not None:
+        if not cfg.get("name") and cfg.get("durable_name"):
+            cfg["name"] = cfg["durable_name"]  # nats-server names a durable by it
         _with_levels(cfg, _consumer_level(cfg), one)
     return out
 
@@ -437,6 +449,19 @@ def consumer_pause(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str
     return out
 
 
+def consumer_reset(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """CONSUMER.RESET.<stream>.<consumer> ``{"seq": N}`` (optional): deliver again from
+    there; the answer is the consumer's info and ``reset_seq``."""
+    seq = body.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)
+                            or not 0 <= seq < 2**64):
+        raise error_for("INVALID_JSON", err=f"json: cannot unmarshal {go_kind(seq, True)} "
+                        "into Go struct field JSApiConsumerResetRequest.seq of type uint64")
+    info, reset_seq = js.reset_consumer(_name(tokens, 2, "stream"),
+                                        _name(tokens, 3, "consumer"), seq or None)
+    return {**consumer_json(info), "reset_seq": reset_seq}
+
+
 def consumer_unpin(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
     stream, name = _name(tokens, 2, "stream"), _name(tokens, 3, "consumer")
     js.unpin_consumer(stream, name, body.get("group", ""))
@@ -512,6 +537,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, str, str]] = {
     ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", "*"),
     ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", "*.*"),
     ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", "*.*"),
+    ("CONSUMER", "RESET"): (consumer_reset, "consumer_reset_response", "*.*"),
     ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown,
                                        "stream_leader_stepdown_response", "*"),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
@@ -553,7 +579,16 @@ def answer(js: Any, tokens: list[str], payload: bytes, hdr: bytes | None = None
     handler, kind = hit
     try:
         if needs_newer_api(hdr):  # before anything else, as nats-server checks it
+            if handler is consumer_reset:  # the consumer answers (a missing one nobody)
+                js.consumer_info(_name(tokens, 2, "stream"), _name(tokens, 3, "consumer"))
             raise error_for("REQUIRED_API_LEVEL")
         return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}
-    except Exception as exc:  # noqa: BLE001 - every failure is an API error response
+    except (ConsumerNotFoundError, StreamNotFoundError) as exc:
+        if handler is consumer_reset:
+            return None  # nats-server: only the consumer listens on its reset subject
         return error_response(exc, kind)
+    except Exception as exc:  # noqa: BLE001 - every failure is an API error response
+        out = error_response(exc, kind)
+        if handler is consumer_reset:
+            out["reset_seq"] = 0  # nats-server writes it in its errors too
+        return out

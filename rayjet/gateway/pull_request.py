@@ -28,7 +28,9 @@ _GROUP_FIELDS = {"group": ("group", "string"), "min_pending": ("min_pending", "i
                  "priority": ("priority", "int")}
 
 
-def _json_kind(value: Any) -> str:
+def go_kind(value: Any, numeric: bool) -> str:
+    """How Go's JSON decoder names a JSON ``value`` that does not fit a field (a number
+    that does not fit a ``numeric`` field names itself)."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, str):
@@ -37,16 +39,13 @@ def _json_kind(value: Any) -> str:
         return "object"
     if isinstance(value, list):
         return "array"
-    return "number"
+    return f"number {json.dumps(value)}" if numeric else "number"
 
 
 def _bad_type(value: Any, field: str, go_type: str, embedded: bool) -> APIError:
-    """Go's ``json.Unmarshal`` error for ``value`` in a field of ``go_type`` (a number
-    that does not fit a number field names itself). Fields of the embedded PriorityGroup
-    have no struct name in it."""
-    kind = _json_kind(value)
-    if kind == "number" and go_type != "string":
-        kind = f"number {json.dumps(value)}"
+    """Go's ``json.Unmarshal`` error for ``value`` in a field of ``go_type``. Fields of
+    the embedded PriorityGroup have no struct name in it."""
+    kind = go_kind(value, go_type != "string")
     owner = "" if embedded else "JSApiConsumerGetNextRequest"
     return APIError(f"Bad Request - json: cannot unmarshal {kind} into Go struct field "
                     f"{owner}.{field} of type {go_type}", code=400, err_code=10003)
