@@ -162,3 +162,44 @@ def test_a_waiting_pull_with_the_lower_priority_number_is_served_first(
     assert expected[0] == ["one"] and expected[1][0]["Status"] == "408", expected
     got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}", num_waiting))
     assert got == expected
+
+
+def test_after_an_unpin_the_old_pin_gets_423_and_a_standby_is_pinned(
+        gateway, js, nats_server, stream_name, drop_new_streams):  # noqa: F811
+    """pinned_client: the pinned client and a standby wait; after CONSUMER.UNPIN the next
+    message pins the standby, and the old pin's waiting pull ends with 423
+    Nats-Wrong-Pin-Id and its pending counts (on both servers)."""
+    gw = gateway()
+
+    async def observe(url: str) -> list:
+        nc = await nats.connect(url)
+        js_ = nc.jetstream()
+        nxt = f"$JS.API.CONSUMER.MSG.NEXT.{stream_name}.P"
+        try:
+            await js_.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            await _consumer(nc, stream_name, "P", "pinned_client",
+                            priority_timeout=30_000_000_000)
+            await js_.publish(f"{stream_name}.a", b"m0")
+            first = await _pull(nc, nxt, {"batch": 1, "expires": EXPIRES, "group": "A"})
+            body = {"batch": 2, "expires": 3_000_000_000, "group": "A"}
+            pinned = asyncio.ensure_future(_pull(nc, nxt, {**body, "id": first[0]["pin"]}))
+            standby = asyncio.ensure_future(_pull(nc, nxt, body))
+            deadline = time.monotonic() + 20
+            while (await js_.consumer_info(stream_name, "P")).num_waiting < 2:
+                assert time.monotonic() < deadline and not pinned.done() and not standby.done()
+                await asyncio.sleep(0.02)
+            unpin = await nc.request(f"$JS.API.CONSUMER.UNPIN.{stream_name}.P",
+                                     b'{"group":"A"}', timeout=20)
+            await js_.publish(f"{stream_name}.a", b"m1")
+            out = _pins([first, json.loads(unpin.data), await pinned, await standby])
+            await js_.delete_stream(stream_name)
+            return out
+        finally:
+            await nc.close()
+
+    expected = asyncio.run(observe(nats_server.url))
+    assert expected[2] == [{"Status": "423", "Description": "Nats-Wrong-Pin-Id",
+                            "Nats-Pending-Messages": "2", "Nats-Pending-Bytes": "0"}], expected
+    assert expected[3][0] == {"data": "m1", "pin": "pin1"}, expected
+    got = asyncio.run(observe(f"nats://127.0.0.1:{gw.port}"))
+    assert got == expected
