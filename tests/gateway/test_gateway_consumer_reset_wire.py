@@ -118,3 +118,19 @@ def test_a_reset_survives_a_change_of_leader(js, stream_name, drop_new_streams):
     with pytest.raises(APIError, match="invalid reset: not allowed") as err:
         js.reset_consumer(stream_name, "N", 2)
     assert err.value.err_code == 10204
+
+
+def test_a_reset_forward_lets_an_interest_stream_drop_what_it_skipped(
+        js, stream_name, drop_new_streams):  # noqa: F811
+    """As nats-server: messages below the reset seq lose the consumer's interest (its only
+    one here), so the stream removes them."""
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"], retention="interest")
+    js.add_consumer(stream_name, durable_name="C", ack_policy="explicit")
+    for _ in range(5):
+        js.publish(f"{stream_name}.a", b"x")
+    assert js.reset_consumer(stream_name, "C", 4).reset_seq == 4
+    deadline = time.monotonic() + 20
+    while (state := js.stream_info(stream_name).state).messages != 2:
+        assert time.monotonic() < deadline, state
+        time.sleep(0.05)
+    assert state.first_seq == 4
