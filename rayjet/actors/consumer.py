@@ -859,9 +859,31 @@ class ConsumerReplica(GroupMembershipCalls):
         self._require_leader()
         out = self.engine.prepare_restore_state(doc)
         await asyncio.wait_for(asyncio.shield(self._commit([out.op])), timeout)
+        if self._forward:  # what the stream may drop for this consumer changed
+            self._outbox.reconcile()
+            self._ack_wake.set()
         if self.engine.num_waiting:
             self._dispatch(self.engine.serve())
         return await self.info()
+
+    async def reset(self, seq: int = 0, timeout: float = 5.0) -> dict[str, Any]:
+        """``$JS.API.CONSUMER.RESET``: deliver again from stream seq ``seq`` (0: just past
+        the ack floor), see ConsumerEngine.prepare_reset. Answered once replicated, with
+        the info right after it and ``reset_seq``; waiting pulls go on from there."""
+        self._require_leader()
+        await self._prefetch(self.engine.reset_reads(seq))
+        self._require_leader()
+        try:
+            op, seq = self.engine.prepare_reset(seq)
+        finally:
+            self.reader.drop()
+        await asyncio.wait_for(asyncio.shield(self._commit([op])), timeout)
+        if self._forward:  # what the stream may drop for this consumer moved
+            self._outbox.reconcile()
+            self._ack_wake.set()
+        out = await self.info()
+        self._timer_wake.set()  # the timer serves waiting pulls from the new position
+        return {**out, "reset_seq": seq}
 
     async def step_down(self, timeout: float = 5.0) -> str | None:
         """$JS.API.CONSUMER.LEADER.STEPDOWN: another replica leads (see RaftHost.step_down)."""

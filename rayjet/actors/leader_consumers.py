@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rayjet.actors.stream import StreamReplica
 
 # what a client may call on one of them (the consumer API of a dedicated consumer actor)
-CLIENT_METHODS = frozenset({"fetch", "ack", "advance", "unpin", "info", "advisories",
+CLIENT_METHODS = frozenset({"fetch", "ack", "advance", "reset", "unpin", "info", "advisories",
                             "status", "state_doc", "restore_state"})
 START_TIMEOUT = 5.0
 

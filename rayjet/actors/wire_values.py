@@ -61,7 +61,7 @@ STREAM_REQUESTS = frozenset({
     "consumer_acked",
 })
 CONSUMER_REQUESTS = frozenset({
-    "fetch", "ack", "info", "advance", "unpin", "advisories", "ping", "until_leading",
+    "fetch", "ack", "info", "advance", "reset", "unpin", "advisories", "ping", "until_leading",
 })
 
 # what a meta member serves: the catalogue's reads and the changes clients ask for (a

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +62,14 @@ def _router(ca: dict[str, Any]) -> GroupRouter:
 
 
 _ROUTER_OPTIONS = ("timeout", "retry_unknown", "attempt_timeout")
+
+
+class ConsumerReset(NamedTuple):
+    """What :meth:`ConsumersAPI.reset_consumer` answers: the consumer's info right after
+    the reset and the stream seq it delivers from now."""
+
+    info: ConsumerInfo
+    reset_seq: int
 
 
 class LeaderConsumerRouter:
@@ -171,6 +179,20 @@ class ConsumersAPI:
         raw = self._consumer_router(stream, name).call("advance", stream_seq,
                                                         timeout=self.timeout)
         return ConsumerInfo.from_dict(raw)
+
+    def reset_consumer(self, stream: str, name: str, seq: int | None = None) -> ConsumerReset:
+        """Deliver again from stream seq ``seq``, or (None) from just past the ack floor,
+        as ``$JS.API.CONSUMER.RESET`` does: nothing stays pending, consumer seqs start
+        again at 1, and both floors are the reset seq - 1. A consumer that delivers all may
+        go anywhere, a by_start_sequence or by_start_time one not below its start, others
+        only back to their ack floor (else error 10204). Replicated like any consumer
+        change: a new leader goes on from there."""
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+            raise BadRequestError(f"seq must be a stream sequence number, not {seq!r}")
+        raw = dict(self._consumer_router(stream, name).call("reset", seq or 0,
+                                                             timeout=self.timeout))
+        reset_seq = int(raw.pop("reset_seq"))
+        return ConsumerReset(ConsumerInfo.from_dict(raw), reset_seq)
 
     def consumers_info(self, stream: str) -> list[ConsumerInfo]:
         return [self.consumer_info(stream, name) for name in self.consumer_names(stream)]

@@ -1,5 +1,6 @@
 """The leader's decisions on acks: ack (explicit and all), nak, in progress, term, ack
-next, advance, and a purge of the stream below the consumer.
+next, advance, a reset of the delivery position, and a purge of the stream below the
+consumer.
 
 A mixin of :class:`~rayjet.engine.consumer.ConsumerEngine`: it works on the engine's
 leader view, redelivery queue and read position, and returns ops to propose as
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from rayjet.engine.consumer_ops import AckOp, AdvanceOp, PurgedOp, RestoreStateOp, TouchOp
+from rayjet.api.enums import DeliverPolicy
+from rayjet.engine.consumer_ops import AckOp, AdvanceOp, PurgedOp, ResetOp, RestoreStateOp, TouchOp
 from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
 from rayjet.engine.consumer_types import (
     ACK_METRIC,
@@ -143,6 +145,48 @@ class AckDecisions:
         self._lss.clear()
         v = self._view
         self._sseq = max(v.dsseq + 1, v.scan, 1)
+
+    def reset_reads(self, seq: int) -> list[tuple]:
+        """The stream read :meth:`prepare_reset` to ``seq`` makes (leader): where a
+        by_start_time consumer starts."""
+        cfg = self.config
+        if (seq and cfg.deliver_policy is DeliverPolicy.BY_START_TIME
+                and cfg.opt_start_time is not None):
+            return [("seq_for_time", int(cfg.opt_start_time.timestamp() * 1e9))]
+        return []
+
+    def prepare_reset(self, seq: int = 0, now: int | None = None) -> tuple[ResetOp, int]:
+        """``$JS.API.CONSUMER.RESET``: deliver again from stream seq ``seq``, or (0) from
+        just past the ack floor; returns the op and the seq it resets to. As nats-server:
+        a consumer that delivers all may go anywhere, a by_start_sequence or by_start_time
+        one not below its start, other deliver policies only back to their ack floor.
+        Waiting pulls stay and are served from the new position."""
+        view = self._check_leader()
+        now = self.clock.now_ns() if now is None else now
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise error_for("BAD_REQUEST", err=f"seq must be a sequence number, not {seq!r}")
+        cfg = self.config
+        policy = cfg.deliver_policy
+        if not seq:
+            seq = view.asseq + 1
+        elif policy is DeliverPolicy.BY_START_SEQUENCE:
+            if seq < (cfg.opt_start_seq or 0):
+                raise error_for("CONSUMER_INVALID_RESET", err="below start seq")
+        elif policy is DeliverPolicy.BY_START_TIME and cfg.opt_start_time is not None:
+            start = self.reader.seq_for_time(int(cfg.opt_start_time.timestamp() * 1e9))
+            if seq < start:
+                raise error_for("CONSUMER_INVALID_RESET", err="below start time")
+        elif policy is not DeliverPolicy.ALL:
+            raise error_for("CONSUMER_INVALID_RESET", err="not allowed")
+        seq = max(seq, 1)
+        op = self._propose(ResetOp(seq))
+        self._rdq.clear()
+        self._rdq_set.clear()
+        self._lss.clear()
+        self._sseq = seq
+        self._replay_lts = self._replay_due = self._rate_next = 0
+        self._active_ns = now
+        return op, seq
 
     def _should_sample(self) -> bool:
         return self._sample >= 100 or self._rng.random() * 100 < self._sample

@@ -28,6 +28,7 @@ OP_MAX_DELIVERED = 5
 OP_PURGED = 6
 OP_ADVANCE = 7
 OP_RESTORE = 8
+OP_RESET = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +157,22 @@ class RestoreStateOp:
         return [dict(self.doc)]
 
 
+@dataclass(frozen=True, slots=True)
+class ResetOp:
+    """Deliver again from stream seq ``seq`` (``$JS.API.CONSUMER.RESET``): nothing is
+    pending or counted as redelivered any more, the consumer seq starts again at 1, and
+    the ack floor and last delivered stream seq are ``seq - 1``."""
+
+    seq: int
+
+    code = OP_RESET
+
+    def fields(self) -> list[Any]:
+        return [self.seq]
+
+
 ConsumerOp = (StartOp | DeliveredOp | AckOp | TouchOp | MaxDeliveredOp | PurgedOp
-              | AdvanceOp | RestoreStateOp)
+              | AdvanceOp | RestoreStateOp | ResetOp)
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
 
@@ -186,6 +201,7 @@ _DECODERS = {
     OP_PURGED: lambda f: PurgedOp(f[0]),
     OP_ADVANCE: lambda f: AdvanceOp(*f[:3]),
     OP_RESTORE: lambda f: RestoreStateOp(_thawed(f[0])),
+    OP_RESET: lambda f: ResetOp(f[0]),
 }
 
 
@@ -199,7 +215,9 @@ def decode_consumer_op(buf: bytes) -> ConsumerOp:
 
 
 __all__ = [
-    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_RESTORE", "OP_START", "OP_TOUCH",
-    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "RestoreStateOp", "StartOp", "TouchOp",
+    "OP_ACK", "OP_ADVANCE", "OP_DELIVERED", "OP_MAX_DELIVERED", "OP_PURGED", "OP_RESET",
+    "OP_RESTORE", "OP_START", "OP_TOUCH",
+    "AckOp", "AdvanceOp", "ConsumerOp", "DeliveredOp", "MaxDeliveredOp", "PurgedOp", "ResetOp",
+    "RestoreStateOp", "StartOp", "TouchOp",
     "decode_consumer_op", "encode_consumer_op",
 ]

@@ -23,6 +23,7 @@ from rayjet.engine.consumer_ops import (
     DeliveredOp,
     MaxDeliveredOp,
     PurgedOp,
+    ResetOp,
     RestoreStateOp,
     StartOp,
     TouchOp,
@@ -150,6 +151,9 @@ class ConsumerState:
         if t is RestoreStateOp:
             self._restore(op.doc)
             return []
+        if t is ResetOp:
+            self._reset(op.seq)
+            return []
         raise TypeError(f"not a consumer op: {op!r}")
 
     def _delivered(self, op: DeliveredOp) -> list[int]:
@@ -237,6 +241,19 @@ class ConsumerState:
         other = ConsumerState.from_doc({**doc, "started": True}, self.ack_mode)
         for name in self.__slots__[1:]:
             setattr(self, name, getattr(other, name))
+
+    def _reset(self, seq: int) -> None:
+        """Start over at stream seq ``seq``, as nats-server resets a consumer: no pending
+        acks or redelivery counts, consumer seqs from 1 again, both floors at ``seq - 1``
+        (what went out before is forgotten, whichever way the position moved)."""
+        self.started = True
+        self.resume = 0
+        self.pending = {}
+        self.redelivered = {}
+        self.dcseq = self.acseq = 0
+        self.dsseq = self.asseq = max(seq - 1, 0)
+        self.scan = max(seq, 1)
+        self.last_delivered_ns = self.last_ack_ns = 0
 
     def _move_floor(self, cseq: int, sseq: int) -> None:
         """After pending ``sseq`` (first delivered as ``cseq``) left: advance the ack floor."""

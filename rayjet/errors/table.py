@@ -38,6 +38,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
       "subjects are '.'-separated non-empty tokens without whitespace; in filters '*' matches "
       "one token and '>' the rest (last token only)"),
     E("INVALID_JSON", 400, 10025, "invalid JSON: {err}", "pass a well-formed JSON document"),
+    E("REQUIRED_API_LEVEL", 412, 10185, "JetStream minimum api level required",
+      "the request's Nats-Required-Api-Level header asks for a newer JetStream API than "
+      "this server's (see api.level in the account info)"),
     E("CLUSTER_NO_PEERS", 400, 10005, "{err}",
       "relax the placement (cluster/tags), lower num_replicas, or add Ray nodes with matching labels"),
     E("CLUSTER_NOT_AVAILABLE", 503, 10008, "JetStream system temporarily unavailable",
@@ -348,6 +351,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     E("CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY", 400, 10197,
       "PinnedTTL cannot be set when PriorityPolicy is none",
       "set priority_policy=pinned_client, or drop priority_timeout"),
+    E("CONSUMER_INVALID_RESET", 400, 10204, "invalid reset: {err}",
+      "reset an all or by_start_sequence/by_start_time consumer (not below its start), or "
+      "give no sequence to go back to the ack floor"),
     E("CONSUMER_INVALID_PRIORITY_GROUP", 400, 10160,
       "Provided priority group does not exist for this consumer",
       "name one of the consumer's priority_groups"),

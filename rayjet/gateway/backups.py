@@ -100,10 +100,13 @@ class Backups:
 
     # -- snapshot ---------------------------------------------------------------------------
     async def snapshot(self, tokens: list[str], reply: str, payload: bytes,
-                       client: dict[str, Any] | None = None) -> None:
+                       client: dict[str, Any] | None = None, newer_api: bool = False) -> None:
         kind = "stream_snapshot_response"
         stream = tokens[2]
         api = _Request(tokens, payload, client)
+        if newer_api:  # before anything else, as nats-server checks it
+            self._error(reply, kind, error_for("REQUIRED_API_LEVEL"), api)
+            return
         if _empty(payload):
             self._error(reply, kind, error_for("BAD_REQUEST", "bad request"), api)
             return
@@ -191,10 +194,13 @@ class Backups:
 
     # -- restore ----------------------------------------------------------------------------
     async def restore(self, tokens: list[str], reply: str, payload: bytes,
-                      client: dict[str, Any] | None = None) -> None:
+                      client: dict[str, Any] | None = None, newer_api: bool = False) -> None:
         kind = "stream_restore_response"
         stream = tokens[2]
         api = _Request(tokens, payload, client)
+        if newer_api:
+            self._error(reply, kind, error_for("REQUIRED_API_LEVEL"), api, deliver_subject="")
+            return
         if _empty(payload):
             self._error(reply, kind, error_for("BAD_REQUEST", "bad request"), api,
                         deliver_subject="")

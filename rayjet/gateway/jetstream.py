@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ from rayjet.gateway.backups import Backups
 from rayjet.gateway.events import follow_events
 from rayjet.gateway.links import ConsumerLinks
 from rayjet.gateway.publishing import Publisher
+from rayjet.gateway.pull_request import pin_of, pull_request
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
 from rayjet.gateway.server import no_responders_header
 from rayjet.subjects import matches_any, subject_matches
@@ -50,7 +50,10 @@ INFO_AFTER_PUSH_WAIT = 1.0  # s a push consumer's info waits at most for its del
 NO_EXPIRY_PULL = 30.0  # a pull without expiry is re-issued in steps this long
 UNCONFIRMED_WAIT = 5.0  # s a pull waits past its expiry to learn that its consumer exists
 EVENTS_START = 5.0  # s a starting gateway waits to know where the hub's events stand
-_INT = re.compile(r"[+-]?[0-9]+")
+
+
+# a pull or direct get that needs a newer JetStream API than the gateway's
+_TOO_NEW = P.status_header(412, "Required Api Level")
 
 
 def _json(doc: dict[str, Any]) -> bytes:
@@ -335,21 +338,22 @@ class JetStreamBridge:
             if len(tokens) != 5:  # no consumer listens on such a subject
                 self.gateway.route(reply, None, no_responders_header(subject), b"")
                 return
-            self._spawn(self._pull(tokens, reply, payload))
-        elif tokens[:2] == ["STREAM", "SNAPSHOT"] and len(tokens) == 3:
-            self._spawn(self._counted(self.backups.snapshot(tokens, reply, payload,
-                                                            self.audit.client())))
-        elif tokens[:2] == ["STREAM", "RESTORE"] and len(tokens) == 3:
-            self._spawn(self._counted(self.backups.restore(tokens, reply, payload,
-                                                           self.audit.client())))
+            self._spawn(self._pull(tokens, reply, payload, jsapi.needs_newer_api(hdr)))
+        elif tokens[:2] in (["STREAM", "SNAPSHOT"], ["STREAM", "RESTORE"]) and len(tokens) == 3:
+            backup = self.backups.snapshot if tokens[1] == "SNAPSHOT" else self.backups.restore
+            self._spawn(self._counted(backup(tokens, reply, payload, self.audit.client(),
+                                             jsapi.needs_newer_api(hdr))))
         elif tokens[:2] == ["DIRECT", "GET"]:
             if len(tokens) < 3 or tokens[2] not in self._direct:
                 # nats-server: only streams with allow_direct listen for direct gets
                 self.gateway.route(reply, None, no_responders_header(subject), b"")
                 return
+            if jsapi.needs_newer_api(hdr):
+                self.gateway.route(reply, None, _TOO_NEW, b"")
+                return
             self._spawn(self._direct_get(tokens, reply, payload))
         else:
-            self._spawn(self._api(tokens, reply, payload, self.audit.client()))
+            self._spawn(self._api(tokens, reply, payload, self.audit.client(), hdr))
 
     @property
     def stopping(self) -> bool:
@@ -357,7 +361,7 @@ class JetStreamBridge:
 
     def api_counts(self) -> dict[str, int]:
         """The ``api`` of account info and monitoring: requests this gateway answered."""
-        return {"level": 1, "total": self.api_total, "errors": self.api_errors}
+        return {"level": jsapi.API_LEVEL, "total": self.api_total, "errors": self.api_errors}
 
     async def _counted(self, request: Any) -> None:
         self.api_total += 1
@@ -367,9 +371,10 @@ class JetStreamBridge:
         """A stream made, changed or deleted here other than by a plain API request."""
         await self._changed_stream(name, config)
 
-    async def _api(self, tokens: list[str], reply: str, payload: bytes, client: Any) -> None:
+    async def _api(self, tokens: list[str], reply: str, payload: bytes, client: Any,
+                   hdr: bytes | None = None) -> None:
         await self.stored_so_far()
-        doc = await self.call(jsapi.answer, self.js, tokens, payload)
+        doc = await self.call(jsapi.answer, self.js, tokens, payload, hdr)
         if doc is None:
             return  # nats-server leaves a subject it does not serve unanswered
         if tokens == ["INFO"] and "error" not in doc:
@@ -419,10 +424,22 @@ class JetStreamBridge:
         """Look the consumer up again next time (its leader or replicas changed)."""
         self.links.forget(stream, consumer)
 
-    async def _pull(self, tokens: list[str], reply: str, payload: bytes) -> None:
+    async def _pull(self, tokens: list[str], reply: str, payload: bytes,
+                    too_new: bool = False) -> None:
         stream, consumer = tokens[3], tokens[4]
+        if too_new:  # the consumer answers it (a missing one is nobody: no responders)
+            try:
+                await self.call(self.js.consumer_info, stream, consumer)
+            except (ConsumerNotFoundError, StreamNotFoundError):
+                self.gateway.route(reply, None, no_responders_header(
+                    f"{jsapi.API_PREFIX}{'.'.join(tokens)}"), b"")
+                return
+            except APIError:
+                pass
+            self.gateway.route(reply, None, _TOO_NEW, b"")
+            return
         try:
-            req = _pull_request(payload)
+            req = pull_request(payload)
         except APIError as exc:
             self.gateway.route(reply, None, P.status_header(400, exc.description), b"")
             return
@@ -455,6 +472,9 @@ class JetStreamBridge:
         # heartbeat first for "nothing there" and pulls again (twice the batch delivered).
         probe = bool(no_wait and end is not None)
         key = (stream, consumer)
+        # the priority-group fields go with every call that serves this request; a pin the
+        # consumer gives it goes with the calls for the rest of its batch (pinned client)
+        group = dict(req.get("priority") or {})
         beat = self._spawn(self._heartbeats(reply, hb, active, key)) if hb and not probe else None
         relinked = False
         try:
@@ -473,7 +493,8 @@ class JetStreamBridge:
                 try:
                     link = await self.link_for(stream, consumer)
                     call = asyncio.ensure_future(self.call(
-                        link.pull, batch, left, max_bytes, no_wait, wait_hb, answers, ranges))
+                        link.pull, batch, left, max_bytes, no_wait, wait_hb, answers, ranges,
+                        **group))
                     answers, ranges = None, ()  # applied with the first call
                     if end is not None and not probe:
                         await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))
@@ -511,6 +532,8 @@ class JetStreamBridge:
                 if len(got):
                     self.deliver(reply, got)
                     self.links.delivered(stream, consumer, got)
+                    if group.get("group") and (pin := pin_of(got)):
+                        group["pin_id"] = pin
                     active[0] = time.monotonic()
                     batch -= len(got)
                     if max_bytes:  # one budget for the whole request, however it is served
@@ -523,7 +546,7 @@ class JetStreamBridge:
                             and self.gateway.interest.has_interest(reply):
                         continue  # no expiry: keep waiting while the requester listens
                     extra = []
-                    if code in (408, 409) and (pending_msgs or pending_bytes):
+                    if code in (408, 409, 423) and (pending_msgs or pending_bytes):
                         extra = [("Nats-Pending-Messages", str(pending_msgs + shift)),
                                  ("Nats-Pending-Bytes", str(pending_bytes))]
                     self.gateway.route(reply, None, P.status_header(code, description, extra),
@@ -703,7 +726,7 @@ class JetStreamBridge:
                 self.gateway.route(reply, None, None, b"")
         for (_, _, _), reply in nexts:
             if reply:
-                self._spawn(self.serve_pull(key[0], key[1], reply, _pull_request(b"")))
+                self._spawn(self.serve_pull(key[0], key[1], reply, pull_request(b"")))
 
 
 def _delivered_bytes(got: Any) -> int:
@@ -742,38 +765,6 @@ def _answer(payload: bytes, sseq: int) -> tuple[str, int, Any] | None:
     if body.startswith(b"+TERM"):
         return ("term", sseq, body[5:].strip().decode(errors="replace"))
     return None
-
-
-def _batch(asked: int) -> tuple[int, int]:
-    """A pull's batch as served and the shift of the pending counts it reports: nats-server
-    serves a batch of 0 or less as one message, and counts what is still owed from the
-    number asked for (a batch of 0 that got nothing is owed 0)."""
-    served = max(asked, 1)
-    return served, asked - served
-
-
-def _pull_request(payload: bytes) -> dict[str, Any]:
-    body = payload.strip()
-    req: dict[str, Any] = {"batch": 1, "shift": 0, "expires": 0.0, "no_wait": False,
-                           "max_bytes": 0, "idle_heartbeat": 0.0}
-    if not body.startswith(b"{"):
-        # nats-server reads any other request as a batch size, or 1 when it is not a number
-        text = body.decode("ascii", "replace")
-        if _INT.fullmatch(text) and -2**63 <= int(text) < 2**63:
-            req["batch"], req["shift"] = _batch(int(text))
-        return req
-    doc = jsapi.parse_body(body)
-    batch = doc.get("batch") or 0  # a request without a batch asks for 0 (Go's zero value)
-    if isinstance(batch, bool) or not isinstance(batch, int):
-        raise APIError("Bad Request - batch must be an integer", code=400, err_code=10003)
-    req["batch"], req["shift"] = _batch(batch)
-    req["expires"] = max(int(doc.get("expires") or 0), 0) / 1e9
-    req["no_wait"] = bool(doc.get("no_wait"))
-    req["max_bytes"] = max(int(doc.get("max_bytes") or 0), 0)
-    req["idle_heartbeat"] = max(int(doc.get("idle_heartbeat") or 0), 0) / 1e9
-    if req["idle_heartbeat"] and req["expires"] and req["idle_heartbeat"] * 2 > req["expires"]:
-        raise APIError("Bad Request - heartbeat value too large", code=400, err_code=10003)
-    return req
 
 
 def _push_consumers(js: Any) -> list[dict[str, Any]]:

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.duration import as_datetime, to_rfc3339
+from rayjet.api.headers import get_header
 from rayjet.api.stream import SHARED_HOSTING
-from rayjet.errors import APIError, BadRequestError, ConsumerNotFoundError, error_for
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ConsumerNotFoundError,
+    StreamNotFoundError,
+    error_for,
+)
 from rayjet.errors.table import ERRORS
+from rayjet.gateway.pull_request import go_kind
 from rayjet.gateway.server import SERVER_VERSION
 from rayjet.subjects import subjects_collide
 
@@ -35,6 +44,21 @@ API_LEVEL = 5  # nats-server 2.15.1's JetStream API level (the version the gatew
 # answers about one stream or consumer only); a request's own values are dropped
 REQ_LEVEL, SERVER_VER, SERVER_LEVEL = "_nats.req.level", "_nats.ver", "_nats.level"
 _RESERVED = (REQ_LEVEL, SERVER_VER, SERVER_LEVEL)
+
+
+REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
+_LEVEL = re.compile(r"[+-]?[0-9]+")
+
+
+def needs_newer_api(hdr: bytes | None) -> bool:
+    """Does a request's ``Nats-Required-Api-Level`` ask for more than this server's API
+    level? A value that is not a number asks for too much, as nats-server reads it."""
+    if not hdr:
+        return False
+    level = get_header(hdr, REQUIRED_LEVEL_HEADER)
+    if not level:
+        return False
+    return not _LEVEL.fullmatch(level) or int(level) > API_LEVEL
 
 
 def parse_body(payload: bytes) -> dict[str, Any]:
@@ -161,7 +185,7 @@ def account_info(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, 
             "reserved_memory": info["reserved_memory"],
             "reserved_storage": info["reserved_storage"], "streams": info["streams"],
             "consumers": info["consumers"], "limits": info["limits"].to_dict(),
-            "api": {"level": 1, "total": 0, "errors": 0}}
+            "api": {"level": API_LEVEL, "total": 0, "errors": 0}}
 
 
 # -- streams --------------------------------------------------------------------------------
@@ -439,6 +463,19 @@ def consumer_pause(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str
     return out
 
 
+def consumer_reset(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """CONSUMER.RESET.<stream>.<consumer> ``{"seq": N}`` (optional): deliver again from
+    there; the answer is the consumer's info and ``reset_seq``."""
+    seq = body.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)
+                            or not 0 <= seq < 2**64):
+        raise error_for("INVALID_JSON", err=f"json: cannot unmarshal {go_kind(seq, True)} "
+                        "into Go struct field JSApiConsumerResetRequest.seq of type uint64")
+    info, reset_seq = js.reset_consumer(_name(tokens, 2, "stream"),
+                                        _name(tokens, 3, "consumer"), seq or None)
+    return {**consumer_json(info), "reset_seq": reset_seq}
+
+
 def consumer_unpin(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str, Any]:
     stream, name = _name(tokens, 2, "stream"), _name(tokens, 3, "consumer")
     js.unpin_consumer(stream, name, body.get("group", ""))
@@ -514,6 +551,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, str, str]] = {
     ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", "*"),
     ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", "*.*"),
     ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", "*.*"),
+    ("CONSUMER", "RESET"): (consumer_reset, "consumer_reset_response", "*.*"),
     ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown,
                                        "stream_leader_stepdown_response", "*"),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
@@ -542,14 +580,27 @@ def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
     return None
 
 
-def answer(js: Any, tokens: list[str], payload: bytes) -> dict[str, Any] | None:
-    """The response document of one API request (``tokens`` after ``$JS.API.``); None for
-    a subject nats-server does not serve, which it leaves unanswered."""
+def answer(js: Any, tokens: list[str], payload: bytes, hdr: bytes | None = None
+           ) -> dict[str, Any] | None:
+    """The response document of one API request (``tokens`` after ``$JS.API.``, ``hdr``
+    its header block); None for a subject nats-server does not serve, which it leaves
+    unanswered."""
     hit = route_for(tokens)
     if hit is None:
         return None
     handler, kind = hit
     try:
+        if needs_newer_api(hdr):  # before anything else, as nats-server checks it
+            if handler is consumer_reset:  # the consumer answers (a missing one nobody)
+                js.consumer_info(_name(tokens, 2, "stream"), _name(tokens, 3, "consumer"))
+            raise error_for("REQUIRED_API_LEVEL")
         return {"type": TYPE + kind, **handler(js, tokens, parse_body(payload))}
-    except Exception as exc:  # noqa: BLE001 - every failure is an API error response
+    except (ConsumerNotFoundError, StreamNotFoundError) as exc:
+        if handler is consumer_reset:
+            return None  # nats-server: only the consumer listens on its reset subject
         return error_response(exc, kind)
+    except Exception as exc:  # noqa: BLE001 - every failure is an API error response
+        out = error_response(exc, kind)
+        if handler is consumer_reset:
+            out["reset_seq"] = 0  # nats-server writes it in its errors too
+        return out

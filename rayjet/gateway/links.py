@@ -83,6 +83,9 @@ class ConsumerLinks:
             self.drop(tokens[2], tokens[3])
         elif tokens[:3] == ["CONSUMER", "DURABLE", "CREATE"] and len(tokens) >= 5:
             self.drop(tokens[3], tokens[4])
+        elif tokens[:2] == ["CONSUMER", "RESET"] and len(tokens) >= 4:
+            # delivered sequences start again (the heartbeats' last ones with them)
+            self._last.pop((tokens[2], tokens[3]), None)
 
     def after_event(self, subject: str) -> None:
         """An advisory from the cluster (changes made through other clients or gateways)."""
