@@ -107,3 +107,20 @@ def test_a_damaged_backup_is_refused_whole(js, stream_name, tmp_path,  # noqa: F
         with pytest.raises(StreamNotFoundError):
             js.stream_info(stream_name)
     assert js.restore_stream(io.BytesIO(raw)).state.messages > 0
+
+
+def test_a_key_value_bucket_comes_back_from_its_backup(js, tmp_path,  # noqa: F811
+                                                      drop_new_streams):  # noqa: F811
+    kv = js.create_key_value(bucket="BACKEDKV", history=3)
+    for i in range(5):
+        kv.put("color", f"c{i}")
+    kv.put("size", "10")
+    kv.delete("size")
+    path = tmp_path / "kv.rjb"
+    js.backup_stream("KV_BACKEDKV", path)
+    js.delete_key_value("BACKEDKV")
+    js.restore_stream(path)
+    kv = js.key_value("BACKEDKV")
+    assert kv.get("color").value == b"c4" and kv.get("color").revision == 5
+    assert [e.value for e in kv.history("color")] == [b"c2", b"c3", b"c4"]
+    assert kv.put("color", "c5") == 8
