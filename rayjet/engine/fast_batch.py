@@ -27,7 +27,7 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rayjet.api import headers as H
 
@@ -38,11 +38,11 @@ MAX_ACK_MSGS = 500  # the most messages between two flow acks
 DEFAULT_FLOW = 10  # the flow a reply asks for when its token is 0 or not a number
 _U64 = (1 << 64) - 1
 _SERVICE_REPLY = "_R_."
+_OPS = {str(op): op for op in range(5)}
 _REQUEST_INFO = "Nats-Request-Info"
 
 
-@dataclass(frozen=True, slots=True)
-class FastRef:
+class FastRef(NamedTuple):
     """What a fast batch reply subject says of its message."""
 
     id: str
@@ -107,30 +107,28 @@ def parse_reply(reply: str | None, hdr: bytes | None = None) -> tuple[FastRef | 
         reply = _original_reply(hdr)
         if len(reply) <= len(SUFFIX) or not reply.endswith(SUFFIX):
             return None, False
-    toks = reply[:-len(SUFFIX)].split(".")
-    # prefix (one token at least, maybe empty), id, flow, gap mode, seq, op
-    if len(toks) < 2:
+    # prefix (one token at least, maybe empty, dots allowed), id, flow, gap mode, seq, op;
+    # any part that cannot be read makes the whole reply unreadable
+    toks = reply[:-len(SUFFIX)].rsplit(".", 5)
+    if len(toks) != 6:
         return None, True
-    op = _go_int(toks[-1])
-    if not OP_START <= op <= OP_PING:
-        return None, True
-    if len(toks) < 3:
-        return None, True
-    seq = _go_uint(toks[-2])
+    _, bid, flow_tok, gap, seq_tok, op_tok = toks
+    op = _OPS.get(op_tok)
+    if op is None:
+        op = _go_int(op_tok)
+        if not OP_START <= op <= OP_PING:
+            return None, True
+    seq = _go_uint(seq_tok)
     if seq is None or seq == 0 or seq == _U64:
         return None, True
     if (seq == 1 and op == OP_EOB) or (op == OP_START and seq != 1) or (
             op == OP_APPEND and seq <= 1):
         return None, True
-    if len(toks) < 4 or toks[-3] not in ("ok", "fail"):
+    if gap != "ok" and gap != "fail":
         return None, True
-    if len(toks) < 5:
-        return None, True
-    flow = _go_int(toks[-4])
+    flow = _go_int(flow_tok)
     flow = DEFAULT_FLOW if flow <= 0 else min(flow, 0xFFFF)
-    if len(toks) < 6:
-        return None, True
-    return FastRef(toks[-5], seq, flow, toks[-3] == "ok", op), False
+    return FastRef(bid, seq, flow, gap == "ok", op), False
 
 
 # -- answers ------------------------------------------------------------------------------

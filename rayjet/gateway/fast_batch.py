@@ -155,6 +155,17 @@ class FastBatches:
         picks: list[int] = []
         risky = _risky(config)
         can_respond = not config.no_ack
+        at = [0, False]  # the message being decided; whether it ends the store call
+
+        def store() -> Any:
+            i = at[0]
+            if i in known:
+                return known[i]
+            picks.append(i)
+            at[1] = risky or bool(run[i][2])
+            return F.Pending(i)
+
+        step = table.step
         for i in range(pos, len(run)):
             _, _, hdr, payload = run[i]
             out: list = []
@@ -165,19 +176,10 @@ class FastBatches:
                 if can_respond:
                     out.append(F.Refused(refusal))
                 continue
-            stop = False
-
-            def store(i: int = i, hdr: bytes | None = hdr) -> Any:
-                nonlocal stop
-                if i in known:
-                    return known[i]
-                picks.append(i)
-                stop = risky or bool(hdr)
-                return F.Pending(i)
-
-            table.step(ref, out, store, now=now, can_respond=can_respond,
-                       per_stream=MAX_OPEN_PER_STREAM, room=self._room)
-            if stop:
+            at[0] = i
+            step(ref, out, store, now=now, can_respond=can_respond,
+                 per_stream=MAX_OPEN_PER_STREAM, room=self._room)
+            if at[1]:
                 return outs, i + 1, picks
         return outs, len(run), picks
 
