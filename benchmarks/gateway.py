@@ -4,13 +4,16 @@
     .venv/bin/python benchmarks/gateway.py             # full counts
     .venv/bin/python benchmarks/gateway.py --only streams   # creation and listing only
     .venv/bin/python benchmarks/gateway.py --only requests  # KV puts, 128 KB publishes
+    .venv/bin/python benchmarks/gateway.py --only fast      # a fast batch of 100k messages
 
 The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
 consumer replaying a stream, a core request/reply round trip (a responder on the same
 connection), stream creation (R1 file streams made one after another, as nats.py's
 JSMTest makes 300), listing them all (STREAM.LIST pages of 256 infos), and what nats.py's
-KV and object store send one request at a time (a KV put of a new key, a 128 KB chunk). R1 file streams on both sides; the ratio is rayjet / nats-server (> 1: the
+KV and object store send one request at a time (a KV put of a new key, a 128 KB chunk),
+and one fast batch (``allow_batched``) of small messages to its commit. R1 file streams on
+both sides; the ratio is rayjet / nats-server (> 1: the
 gateway is faster). The gateway runs in a process of its own (as `rayjet gateway` does, so
 nats-py and the gateway do not share an interpreter), over a local Ray started for the run.
 """
@@ -139,6 +142,55 @@ async def _requests(url: str, count: int) -> dict[str, nb.Latency]:
     return out
 
 
+async def _fast_batch(url: str, count: int, size: int = nb.DEFAULT_SIZE,
+                      flow: int = 500) -> nb.Throughput:
+    """One fast batch (``allow_batched``, nats-server 2.14+) of ``count`` messages into an
+    R1 file stream, as a fast-ingest client sends it: raw publishes with a
+    ``<inbox>.<id>.<flow>.fail.<seq>.<op>.$FI`` reply each, at most two flow windows ahead
+    of the last flow ack, the last message committing; timed to the commit's PubAck."""
+    import json
+
+    import nats
+
+    nc = await nats.connect(url)
+    await nc.request("$JS.API.STREAM.CREATE.bench_fast", json.dumps({
+        "name": "bench_fast", "subjects": ["bench.fast"], "allow_batched": True,
+        "storage": "file"}).encode(), timeout=30)
+    acked, window, done = 0, flow, asyncio.get_running_loop().create_future()
+    moved = asyncio.Event()
+
+    async def answer(msg):
+        nonlocal acked, window
+        doc = json.loads(msg.data)
+        if doc.get("type") == "ack":
+            acked, window = max(acked, doc["seq"]), doc["msgs"]
+            moved.set()
+        elif not done.done():
+            done.set_result(doc)
+
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox + ".>", cb=answer)
+    payload = b"x" * size
+    started = time.perf_counter()
+    for seq in range(1, count + 1):
+        while seq - acked > 2 * window and not done.done():
+            moved.clear()
+            await asyncio.wait_for(moved.wait(), 30)
+        op = 2 if seq == count else 0 if seq == 1 else 1
+        await nc.publish("bench.fast", payload, reply=f"{inbox}.b.{flow}.fail.{seq}.{op}.$FI")
+    ack = await asyncio.wait_for(done, 60)
+    seconds = time.perf_counter() - started
+    if ack.get("count") != count:
+        raise SystemExit(f"the fast batch was not stored whole: {ack}")
+    await nc.request("$JS.API.STREAM.DELETE.bench_fast", b"", timeout=30)
+    await nc.close()
+    return nb.Throughput("fast batch", count, size, seconds, count / seconds, count)
+
+
+def fast_batch(url: str, counts: dict[str, int]) -> dict[str, object]:
+    return {"fast batch": asyncio.run(_fast_batch(url, counts["fast"]))}
+
+
 def requests(url: str, counts: dict[str, int]) -> dict[str, object]:
     return asyncio.run(_requests(url, counts["requests"]))
 
@@ -202,18 +254,19 @@ def _gateway(hosting: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small counts")
-    ap.add_argument("--only", choices=("data", "streams", "requests"),
-                    help="only the data rows, only stream creation and listing, or only "
-                         "KV puts and 128 KB publishes one request at a time")
+    ap.add_argument("--only", choices=("data", "streams", "requests", "fast"),
+                    help="only the data rows, only stream creation and listing, only "
+                         "KV puts and 128 KB publishes one request at a time, or only "
+                         "a fast batch")
     args = ap.parse_args(argv)
     counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300,
-               "streams": 60, "requests": 100}
+               "streams": 60, "requests": 100, "fast": 20_000}
               if args.quick else
               {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000,
-               "streams": 300, "requests": 500})
+               "streams": 300, "requests": 500, "fast": 100_000})
 
     kinds = {"data": ("dedicated", measure), "streams": ("shared", creation),
-             "requests": ("dedicated", requests)}
+             "requests": ("dedicated", requests), "fast": ("dedicated", fast_batch)}
     parts = [kinds[args.only]] if args.only else list(kinds.values())
     ours, theirs = {}, {}
     # the data path on dedicated replica actors (rayjet's default); stream creation on

@@ -161,6 +161,7 @@ class StreamConfig(Wire):
     allow_msg_counter: bool = False
     allow_atomic_publish: bool = wire_field(False, wire="allow_atomic")
     allow_msg_schedules: bool = False
+    allow_batched: bool = False  # fast batch publish (nats-server 2.14+)
     persist_mode: PersistMode = wire_field(PersistMode.DEFAULT, kind=ENUM, type_=PersistMode)
     # rayjet extension (nats-server sets it per server): seconds between fsyncs of this
     # stream's log and store, or "always" to fsync before acknowledging; None = 2 minutes

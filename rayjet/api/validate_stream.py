@@ -86,6 +86,7 @@ STREAM_EDITABLE: dict[str, str] = {
     "allow_msg_counter": NO,
     "allow_atomic_publish": YES,
     "allow_msg_schedules": ENABLE_ONLY,
+    "allow_batched": YES,
     "persist_mode": NO,
     "sync_interval": YES,
     "hosting": NO,
@@ -282,6 +283,8 @@ def _check_mirror(cfg: StreamConfig) -> None:
         raise _fail(spec="MIRROR_WITH_COUNTERS")
     if cfg.allow_atomic_publish:
         raise _fail(spec="MIRROR_WITH_ATOMIC_PUBLISH")
+    if cfg.allow_batched:
+        raise _fail(spec="MIRROR_WITH_BATCH_PUBLISH")
     if cfg.allow_msg_schedules:
         raise _fail(spec="MIRROR_WITH_MSG_SCHEDULES")
     if mirror.filter_subject and mirror.subject_transforms:

@@ -220,6 +220,7 @@ class JetStreamBridge:
     def _changed(self, names: set[str], *, whole: bool = False) -> None:
         """The routing of streams ``names`` (``whole``: of every stream) from their configs."""
         self.publisher.batches.keep(self._configs)
+        self.publisher.fast.keep(self._configs)
         if whole:
             streams = dict(_captured(c) for c in self._configs.values())
             self._direct = {n for n, c in self._configs.items()

@@ -17,6 +17,7 @@ from rayjet.client.column_publish import PubAcks
 from rayjet.errors import APIError, BadRequestError, NotFoundError, SubjectNotCapturedError
 from rayjet.gateway import jsapi
 from rayjet.gateway.batching import AtomicBatches, batch_id
+from rayjet.gateway.fast_batch import FastBatches, is_fast
 from rayjet.gateway.pushing import PUSH_HOLD, push_holds
 from rayjet.storage import arrow_arrays as arrays
 
@@ -42,6 +43,7 @@ class Publisher:
         self._stored_changed = asyncio.Event()
         self._stream_links: dict[str, Any] = {}  # stream -> its StreamLink
         self.batches = AtomicBatches(self.link, self.forget_streams)
+        self.fast = FastBatches(self.link, self.forget_streams)
         self._releasing: asyncio.Task | None = None  # PubAcks held for push deliveries
 
     def start(self) -> None:
@@ -111,7 +113,11 @@ class Publisher:
         route = self.bridge.gateway.route
         for (_, reply, _, _), answer in zip(batch, answers):
             if reply:
-                route(reply, None, None, answer)
+                if type(answer) is list:  # a fast batch's: none, one or several
+                    for one in answer:
+                        route(reply, None, None, one)
+                else:
+                    route(reply, None, None, answer)
 
     def _holds(self, batch: list[tuple], answers: list[bytes]) -> list:
         """What the PubAcks of ``batch`` wait for: the push deliveries of their messages by
@@ -121,7 +127,8 @@ class Publisher:
         by_stream: dict[str, list[tuple[str, int]]] = {}
         for (subject, reply, _, _), answer in zip(batch, answers):
             stream = self.bridge.stream_for(subject) if reply else None
-            if stream is None or not pumps_of(stream) or b'"seq"' not in answer:
+            if (stream is None or not pumps_of(stream) or type(answer) is list
+                    or b'"seq"' not in answer):
                 continue
             try:
                 doc = json.loads(answer)
@@ -157,8 +164,18 @@ class Publisher:
         start = 0
         stream_for = self.bridge.stream_for
         while start < len(batch):  # runs of one stream each: one request per run
-            subject, _, hdr, payload = batch[start]
+            subject, reply, hdr, payload = batch[start]
             stream = stream_for(subject)
+            if stream is not None and is_fast(reply, hdr):  # before atomic, as nats-server
+                end = start + 1
+                while end < len(batch) and stream_for(batch[end][0]) == stream and is_fast(
+                        batch[end][1], batch[end][2]):
+                    end += 1
+                answers.extend(await self.fast.take(
+                    stream, self.bridge.config_of(stream), batch[start:end],
+                    self.bridge.domain))
+                start = end
+                continue
             if stream is not None and hdr and batch_id(hdr):
                 answers.append(await self.batches.take(
                     stream, self.bridge.config_of(stream), subject, hdr, payload))
@@ -166,7 +183,8 @@ class Publisher:
                 continue
             end = start + 1
             while end < len(batch) and stream_for(batch[end][0]) == stream and not (
-                    batch[end][2] and batch_id(batch[end][2])):
+                    batch[end][2] and batch_id(batch[end][2])) and not is_fast(
+                    batch[end][1], batch[end][2]):
                 end += 1
             answers.extend(await self._store_run(stream, batch[start:end]))
             start = end
