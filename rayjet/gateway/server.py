@@ -221,10 +221,9 @@ class Connection:
             self.traffic.received(size)
             self.gateway.stats.traffic.received(size)
             # as nats-server: wildcard tokens in a published subject are refused only from
-            # pedantic clients (nats.py puts a consumer's filter in its create subject)
-            loose = not self.pedantic
-            if not P.valid_subject(subject, wildcards=loose) or (
-                    reply is not None and not P.valid_subject(reply, wildcards=loose)):
+            # pedantic clients (nats.py puts a consumer's filter in its create subject); a
+            # reply subject is taken as it comes (nats-server checks none)
+            if not P.valid_subject(subject, wildcards=not self.pedantic):
                 self.send(P.err(P.INVALID_PUBLISH_SUBJECT))
                 return True
             if hdr is not None and not self.headers:

@@ -880,3 +880,14 @@ def test_a_request_nobody_answers_gets_nats_servers_503_naming_its_subject(gatew
         theirs = answer(ns.port)
     assert ours == theirs == (b"HMSG _INBOX.probe 1 43 43\r\n"
                               b"NATS/1.0 503\r\nNats-Subject: nobody.home\r\n\r\n\r\n")
+
+
+def test_reply_subjects_pass_as_they_come_and_bad_subjects_are_refused(gateway):
+    """As nats-server 2.15.1 (checked on the wire): a reply subject is never checked, pedantic
+    or not; a publish subject with an empty token gets -ERR and the connection goes on."""
+    gw = gateway()
+    data = (b'CONNECT {"verbose":false}\r\nSUB a.> 1\r\nPUB a.b .$FI 1\r\nx\r\n'
+            b'PUB a..b 1\r\ny\r\nPUB a.c bad..reply 1\r\nz\r\nPING\r\n')
+    out = asyncio.run(_raw(gw.port, data))
+    assert out.startswith(b"MSG a.b 1 .$FI 1\r\nx\r\n-ERR 'Invalid Publish Subject'\r\n"
+                          b"MSG a.c 1 bad..reply 1\r\nz\r\nPONG\r\n"), out
