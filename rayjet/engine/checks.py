@@ -82,13 +82,24 @@ def rollup_flags(h: dict[str, str], allow: bool, deny_purge: bool) -> int:
 def check_schedule(h: dict[str, str], subject: str, subjects: tuple[str, ...], allow: bool,
                    allow_ttl: bool, ts: int) -> int:
     """First fire time (ns) of a schedule message, 0 when it is not one; adds
-    ``Nats-Rollup: sub`` to ``h`` so a new schedule replaces the previous one."""
+    ``Nats-Rollup: sub`` to ``h`` so a new schedule replaces the previous one.
+
+    As nats-server, a Nats-Schedule-Time-Zone that is empty or names no IANA zone is refused
+    (10223) even on a message that is not a schedule, and before the pattern is looked at;
+    10188 instead of either when schedules are disabled."""
+    zone = None
+    time_zone = h.get(S.SCHEDULE_TIME_ZONE)
+    if time_zone is not None:
+        zone = S.load_zone(time_zone)
+        if zone is None:
+            raise error_for("MESSAGE_SCHEDULES_TIME_ZONE_INVALID" if allow
+                            else "MESSAGE_SCHEDULES_DISABLED")
     pattern = h.get(S.SCHEDULE)
     if pattern is None or pattern == "":
         return 0
     if not allow:
         raise error_for("MESSAGE_SCHEDULES_DISABLED")
-    parsed = None if S.SCHEDULE_TIME_ZONE in h else S.parse_schedule(pattern, ts)
+    parsed = S.parse_schedule(pattern, ts, zone)
     if parsed is None:
         raise error_for("MESSAGE_SCHEDULES_PATTERN_INVALID")
     sttl = h.get(S.SCHEDULE_TTL, "")
@@ -117,7 +128,7 @@ def check_schedule(h: dict[str, str], subject: str, subjects: tuple[str, ...], a
         h[H.ROLLUP] = H.ROLLUP_SUBJECT
     elif rollup != H.ROLLUP_SUBJECT:
         raise error_for("MESSAGE_SCHEDULES_ROLLUP_INVALID")
-    return parsed[0]
+    return parsed.first
 
 
 def check_scheduler(h: dict[str, str], subject: str, allow: bool,

@@ -73,9 +73,10 @@ def _schedules(store: StreamStore) -> S.Schedules:
             continue
         pattern = L.header_value(msg.hdr, S.SCHEDULE)
         scheduler = L.header_value(msg.hdr, S.SCHEDULER)
-        parsed = S.parse_schedule(pattern, msg.ts) if pattern else None
+        parsed = S.stored_schedule(pattern, L.header_value(msg.hdr, S.SCHEDULE_TIME_ZONE),
+                                   msg.ts)
         if parsed is not None:
-            sch.add(msg.subject, seq, parsed[0])
+            sch.add(msg.subject, seq, parsed.first)
         elif not scheduler:
             sch.remove(msg.subject)
         nxt = L.header_value(msg.hdr, S.SCHEDULE_NEXT)

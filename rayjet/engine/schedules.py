@@ -1,4 +1,6 @@
-"""Message schedules (allow_msg_schedules): ``Nats-Schedule: @at <time>`` / ``@every <dur>``.
+"""Message schedules (allow_msg_schedules): ``Nats-Schedule: @at <time>``, ``@every <dur>``
+or a cron pattern (:mod:`rayjet.engine.cron`), the latter optionally read in the IANA zone of
+``Nats-Schedule-Time-Zone``.
 
 A schedule is a message on its own subject carrying the pattern and a target subject. When it
 is due the leader publishes a copy of it to the target (schedule headers stripped,
@@ -9,10 +11,12 @@ values the leader put in the op, so no replica reads its own clock.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
+from typing import NamedTuple
 
 from rayjet.api.duration import parse_duration, parse_rfc3339
 from rayjet.clock import NANOS_PER_SECOND
+from rayjet.engine.cron import Cron, CronError, cron_next, format_in_zone, load_zone, parse_cron
 from rayjet.errors import APIError
 
 SCHEDULE = "Nats-Schedule"
@@ -33,12 +37,42 @@ def round_second(ns: int) -> int:
     return (ns + NANOS_PER_SECOND // 2) // NANOS_PER_SECOND * NANOS_PER_SECOND
 
 
-def parse_schedule(pattern: str, ts: int) -> tuple[int, int] | None:
-    """(first fire time in ns, repeat interval in ns or 0) of a pattern seen at ``ts``.
+class Schedule(NamedTuple):
+    """A parsed schedule pattern: when it first fires and how it repeats."""
 
-    None when the pattern is not one we support (nats-server also knows cron patterns).
-    """
+    first: int  # ns
+    every: int = 0  # @every: the interval in ns
+    cron: Cron | None = None  # a cron pattern (or @daily etc.)
+    zone: tzinfo | None = None  # Nats-Schedule-Time-Zone (cron only); None when absent
+
+    @property
+    def repeats(self) -> bool:
+        return bool(self.every) or self.cron is not None
+
+    def after(self, fire: int, now: int) -> int | None:
+        """The next time of a repeating schedule that fired at ``fire`` (the leader's clock
+        reads ``now``); one that fell behind fires once and skips ahead, as nats-server does.
+        None when a cron pattern has no time left within five years (the schedule is dropped)."""
+        if self.cron is None:
+            return next_fire(fire, self.every, now)
+        nxt = cron_next(self.cron, self.zone, fire)
+        if nxt is not None and nxt < now:
+            nxt = cron_next(self.cron, self.zone, round_second(now))
+        return nxt
+
+    def next_header(self, nxt: int) -> str:
+        """Nats-Schedule-Next of a fired copy: the time in the schedule's zone (UTC if none)."""
+        return format_in_zone(nxt, self.zone)
+
+
+def parse_schedule(pattern: str, ts: int, zone: tzinfo | None = None) -> Schedule | None:
+    """The schedule a pattern seen at ``ts`` describes; None when nats-server would refuse the
+    pattern: an unknown form, an @every under a second, an @at or @every given a time zone
+    (``zone`` is None only when the message had no Nats-Schedule-Time-Zone), a cron pattern
+    with no time within five years."""
     if pattern.startswith("@at "):
+        if zone is not None:
+            return None
         try:
             when = parse_rfc3339(pattern[4:])
         except APIError:
@@ -46,9 +80,11 @@ def parse_schedule(pattern: str, ts: int) -> tuple[int, int] | None:
         if when is None:
             return None
         delta = when - _EPOCH
-        return (delta.days * 86400 + delta.seconds) * NANOS_PER_SECOND \
-            + delta.microseconds * 1000, 0
+        return Schedule((delta.days * 86400 + delta.seconds) * NANOS_PER_SECOND
+                        + delta.microseconds * 1000)
     if pattern.startswith("@every "):
+        if zone is not None:
+            return None
         try:
             seconds = parse_duration(pattern[7:])
         except ValueError:
@@ -56,12 +92,32 @@ def parse_schedule(pattern: str, ts: int) -> tuple[int, int] | None:
         if seconds < 1:
             return None
         every = round(seconds * NANOS_PER_SECOND)
-        return round_second(ts) + every, every
-    return None
+        return Schedule(round_second(ts) + every, every)
+    try:
+        cron = parse_cron(pattern)
+    except CronError:
+        return None
+    first = cron_next(cron, zone, ts)
+    if first is None:
+        return None
+    return Schedule(first, 0, cron, zone)
+
+
+def stored_schedule(pattern: str | None, time_zone: str | None, ts: int) -> Schedule | None:
+    """The schedule of a stored message's Nats-Schedule and Nats-Schedule-Time-Zone values
+    (None when either is absent or invalid, or the zone is unknown)."""
+    if not pattern:
+        return None
+    zone = None
+    if time_zone is not None:
+        zone = load_zone(time_zone)
+        if zone is None:
+            return None
+    return parse_schedule(pattern, ts, zone)
 
 
 def next_fire(fire: int, every: int, now: int) -> int:
-    """The next time of a repeating schedule that fired at ``fire``; a schedule that fell
+    """The next time of an @every schedule that fired at ``fire``; a schedule that fell
     behind fires once and skips ahead, as nats-server does."""
     nxt = round_second(fire) + every
     if nxt < now:
@@ -156,6 +212,7 @@ def fired_headers(h: dict[str, str], scheduler: str, next_value: str) -> dict[st
 
 __all__ = [
     "SCHEDULE", "SCHEDULER", "SCHEDULE_NEXT", "SCHEDULE_NEXT_PURGE", "SCHEDULE_ROLLUP",
-    "SCHEDULE_SOURCE", "SCHEDULE_TARGET", "SCHEDULE_TIME_ZONE", "SCHEDULE_TTL", "Schedules",
-    "fired_headers", "format_ns", "next_fire", "parse_ns", "parse_schedule", "round_second",
+    "SCHEDULE_SOURCE", "SCHEDULE_TARGET", "SCHEDULE_TIME_ZONE", "SCHEDULE_TTL", "Schedule",
+    "Schedules", "fired_headers", "format_ns", "load_zone", "next_fire", "parse_ns",
+    "parse_schedule", "round_second", "stored_schedule",
 ]

@@ -962,14 +962,13 @@ class StreamEngine(ColumnarPublish):
                 sch.remove(subject)
                 continue
             h = H.decode_headers(msg.hdr)
-            pattern = h.get(S.SCHEDULE, "")
-            parsed = S.parse_schedule(pattern, msg.ts) if pattern else None
+            parsed = S.stored_schedule(h.get(S.SCHEDULE), h.get(S.SCHEDULE_TIME_ZONE), msg.ts)
             target = h.get(S.SCHEDULE_TARGET, "")
-            if parsed is None or not target:
+            nxt = parsed.after(fire, now) if parsed is not None and parsed.repeats \
+                else SCHED_PURGE
+            if parsed is None or not target or nxt is None:
                 sch.remove(subject)
                 continue
-            every = parsed[1]
-            nxt = S.next_fire(fire, every, now) if every else SCHED_PURGE
             data = msg.data
             source = h.get(S.SCHEDULE_SOURCE, "")
             if source:
@@ -979,7 +978,8 @@ class StreamEngine(ColumnarPublish):
                         k: v for k, v in h.items() if k.startswith("Nats-Schedule")}}
                 except NotFoundError:
                     pass
-            fh = S.fired_headers(h, subject, S.format_ns(nxt) if every else S.SCHEDULE_NEXT_PURGE)
+            fh = S.fired_headers(h, subject, S.SCHEDULE_NEXT_PURGE if nxt == SCHED_PURGE
+                                 else parsed.next_header(nxt))
             try:
                 flags = C.rollup_flags(fh, True, False)
                 ttl = C.check_ttl(fh, True)

@@ -181,7 +181,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     E("MESSAGE_SCHEDULES_DISABLED", 400, 10188, "message schedules is disabled",
       "create the stream with allow_msg_schedules=True to use Nats-Schedule"),
     E("MESSAGE_SCHEDULES_PATTERN_INVALID", 400, 10189, "message schedules pattern is invalid",
-      "use '@at <RFC 3339 time>' or '@every <duration of at least 1s>'"),
+      "use '@at <RFC 3339 time>', '@every <duration of at least 1s>', a 6-field cron "
+      "pattern 'sec min hour day-of-month month day-of-week' or @hourly/@daily/@weekly/"
+      "@monthly/@yearly (a time zone only goes with cron patterns)"),
     E("MESSAGE_SCHEDULES_TARGET_INVALID", 400, 10190, "message schedules target is invalid",
       "Nats-Schedule-Target must be a literal subject of this stream, not the schedule's own"),
     E("MESSAGE_SCHEDULES_TTL_INVALID", 400, 10191, "message schedules invalid per-message TTL",
@@ -192,6 +194,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
       "Nats-Schedule-Source must be another literal subject of this stream"),
     E("MESSAGE_SCHEDULES_SCHEDULER_INVALID", 400, 10212, "message schedules invalid scheduler",
       "clients may only send Nats-Schedule-Next: purge with Nats-Scheduler naming a schedule"),
+    E("MESSAGE_SCHEDULES_TIME_ZONE_INVALID", 400, 10223,
+      "message schedules time zone is invalid",
+      "Nats-Schedule-Time-Zone must be an IANA zone name such as 'Europe/Amsterdam' or 'UTC'"),
     E("MESSAGE_SOURCE_HDR_NOT_ALLOWED", 400, 10227,
       "message stream source header is not allowed",
       "Nats-Stream-Source is set by sourcing streams; drop it from published messages"),
