@@ -324,6 +324,12 @@ class ConsumerLink:
         self.router = router
         self.timeout = timeout
 
+    @property
+    def known_to_exist(self) -> bool:
+        """Whether the lookup that made this link found the consumer (a durable one is in
+        the catalogue); an ephemeral one in its stream's leader is known once it answers."""
+        return not isinstance(self.router, LeaderConsumerRouter)
+
     def pull(self, batch: int, expires: float, max_bytes: int = 0, no_wait: bool = False,
              heartbeat: float = 0.0, acks: list | None = None, ranges: Any = (),
              **priority: Any) -> tuple[DeliveryBatch, Any]:

@@ -499,7 +499,8 @@ class JetStreamBridge:
                     answers, ranges = None, ()  # applied with the first call
                     if end is not None and not probe:
                         await asyncio.wait({call}, timeout=max(end - time.monotonic(), 0.0))
-                        if not call.done() and not self.links.answered(stream, consumer):
+                        if not call.done() and not self.links.answered(stream, consumer) \
+                                and not getattr(link, "known_to_exist", False):
                             # it may not exist: nats-server answers a pull to a missing
                             # consumer with no responders, never with a 408
                             await asyncio.wait({call}, timeout=UNCONFIRMED_WAIT)
