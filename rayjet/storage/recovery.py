@@ -53,7 +53,7 @@ def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
     prev = None
     # a full replay starts where the first block's index file says the store did (the
     # blocks before it were compacted away, or lost: then no floor record covers them)
-    floor = _indexed_first(store, numbers[0]) if numbers and start == (0, 0) else 0
+    floor = _indexed_first(store, numbers) if numbers and start == (0, 0) else 0
     for no in numbers:
         blk = store.block(no)
         if prev is not None and no != prev + 1:
@@ -101,9 +101,16 @@ def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
     _settle_ttls(store)
 
 
-def _indexed_first(store: FileStore, no: int) -> int:
-    got = read_table(store.block(no).index_path, store.codec)
-    return (got[0].first or 0) if got is not None and got[0].no == no else 0
+def _indexed_first(store: FileStore, numbers: list[int]) -> int:
+    """Where the store began: the first seq the earliest readable index file records (an
+    index file records the store's first seq when it was written, which only grows), or
+    1 when none can be read but the store's very first block is there. A message missing
+    between that and the first intact frame is then reported lost, never silently gone."""
+    for no in numbers:
+        got = read_table(store.block(no).index_path, store.codec)
+        if got is not None and got[0].no == no:
+            return got[0].first or 0
+    return 1 if numbers and numbers[0] == 1 else 0
 
 
 def _indexed_but_gone(store: FileStore, no: int, buf, hurt: bool) -> None:

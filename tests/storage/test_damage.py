@@ -497,6 +497,25 @@ def test_memstore_answers_the_damage_api():
     assert m.first_damaged_seq() == 0 and m.state().lost == []
 
 
+def test_damage_before_the_first_message_with_no_index_or_checkpoint_is_reported(
+        tmp_path_factory, flip_source):
+    """The first record's length flipped, the first block's index file and the checkpoint
+    unreadable: a full replay finds the first intact message at seq 2, and seq 1 must be
+    reported lost (the store began at 1, as the later index files say), not silently
+    missing (a case hypothesis found)."""
+    healthy, expected, files = flip_source
+    d = tmp_path_factory.mktemp("firstflip")
+    raw = {n: bytearray(b) for n, b in files.items()}
+    for name, at in (("00000001.blk", 0), ("00000001.idx", 0), ("checkpoint.dat", 7)):
+        raw[name][at] ^= 1
+    for n, b in raw.items():
+        (d / n).write_bytes(bytes(b))
+    s = FileStore(str(d), cfg())
+    assert s.recovery["checkpoint"] == 0 and s.recovery["blocks_replayed"] > 0
+    assert audit(s, expected) == {1}
+    s.close()
+
+
 @pytest.fixture(scope="module")
 def flip_source(tmp_path_factory):
     d = tmp_path_factory.mktemp("flipsrc") / "s"
