@@ -153,7 +153,8 @@ def _with_levels(cfg: dict[str, Any], level: int, one: bool) -> None:
 # what nats-server leaves out of a consumer's JSON when zero or false (omitempty)
 _CONSUMER_OMIT_ZERO = frozenset({
     "flow_control", "headers_only", "max_batch", "max_bytes", "max_expires", "mem_storage",
-    "rate_limit_bps", "max_waiting", "inactive_threshold", "sample_freq", "direct"})
+    "rate_limit_bps", "max_waiting", "inactive_threshold", "sample_freq", "direct",
+    "idle_heartbeat"})
 _INFO_OMIT_ZERO = frozenset({"paused", "push_bound"})
 EPHEMERAL_INACTIVE = 5.0  # s: nats-server's inactive_threshold of a consumer not durable
 
@@ -161,7 +162,11 @@ EPHEMERAL_INACTIVE = 5.0  # s: nats-server's inactive_threshold of a consumer no
 def consumer_json(info: Any, *, one: bool = True) -> dict[str, Any]:
     """A ConsumerInfo as nats-server writes it (``one``: an answer about this consumer
     alone, not a list): zero settings left out, a durable's name in its config too."""
-    out = info.to_dict()
+    return shape_consumer(info.to_dict(), one=one)
+
+
+def shape_consumer(out: dict[str, Any], *, one: bool) -> dict[str, Any]:
+    """:func:`consumer_json` of a ConsumerInfo's ``to_dict()`` (changed in place)."""
     for key in [k for k in _INFO_OMIT_ZERO if not out.get(k, True)]:
         del out[key]
     cluster = out.get("cluster")
@@ -207,24 +212,34 @@ def stream_json(info: Any, *, created: bool = False, one: bool = True) -> dict[s
     when there are some; a create answer has no cluster section and says it created
     (nats-server's single-server answer, which says so of an unchanged stream too)."""
     out = info.to_dict()
-    cfg = out.get("config") or {}
+    shape_stream_config(out.get("config") or {}, one=one)
+    if out.get("state") is not None:
+        shape_stream_state(out["state"])
+    if created:
+        out.pop("cluster", None)
+        out["did_create"] = True
+    return out
+
+
+def shape_stream_config(cfg: dict[str, Any], *, one: bool) -> dict[str, Any]:
+    """A StreamConfig's ``to_dict()`` as nats-server writes it (changed in place)."""
     for key in [k for k, v in cfg.items() if k in _OMIT_ZERO and v in (False, 0)]:
         del cfg[key]
     cfg.pop("hosting", None)
     for key, zero in _ALWAYS.items():
         cfg.setdefault(key, zero)
     _with_levels(cfg, _stream_level(cfg), one)
-    state = out.get("state")
-    if state is not None:
-        for key in ("num_deleted", "num_subjects"):
-            if not state.get(key):
-                state.pop(key, None)
-        state.setdefault("first_ts", _NO_TIME)
-        state.setdefault("last_ts", _NO_TIME)
-    if created:
-        out.pop("cluster", None)
-        out["did_create"] = True
-    return out
+    return cfg
+
+
+def shape_stream_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A StreamState's ``to_dict()`` as nats-server writes it (changed in place)."""
+    for key in ("num_deleted", "num_subjects"):
+        if not state.get(key):
+            state.pop(key, None)
+    state.setdefault("first_ts", _NO_TIME)
+    state.setdefault("last_ts", _NO_TIME)
+    return state
 
 
 def _stream_config(tokens: list[str], body: dict[str, Any]) -> StreamConfig:

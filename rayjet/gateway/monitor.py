@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from rayjet.errors import APIError, BadRequestError
+from rayjet.gateway import jsapi
 from rayjet.gateway import monitor_docs as docs
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,8 @@ class Monitor:
             return 200, docs.subsz(sid, gw.subscriptions(), gw.interest_counters(), query, now)
         if name == "accountz":
             return 200, docs.accountz(sid, query, connections=len(live), subscriptions=n_subs,
-                                      jetstream=gw.bridge is not None, now=now)
+                                      jetstream=gw.bridge is not None, now=now,
+                                      counters=gw.interest_counters())
         if name == "accstatz":
             return 200, docs.accstatz(sid, gw.stats, connections=len(live),
                                       subscriptions=n_subs, now=now)
@@ -266,6 +268,7 @@ class Monitor:
         accounts = docs.query_flag(query, "accounts") or streams
         consumers = docs.query_flag(query, "consumers")
         config = docs.query_flag(query, "config")
+        raft = docs.query_flag(query, "raft")
 
         def gather() -> tuple[list, dict | None, Any]:
             reps = report.gather(bridge.js, consumers=consumers) if accounts else []
@@ -306,7 +309,41 @@ class Monitor:
             for detail in doc.get("account_details", []):
                 detail["stream_detail"] = detail["stream_detail"][offset:offset + limit]
         doc["total"] = acc["streams"]
+        if raft:  # every stream and consumer has a leader somewhere: the gateway speaks for
+            # all (nats-server counts those this server leads, all of them when alone)
+            doc["streams_leader"] = sum(1 for r in reps if r.info is not None) \
+                if accounts else acc["streams"]
+            doc["consumers_leader"] = sum(len(r.consumers) for r in reps) \
+                if consumers else acc["consumers"]
+            for key in ("streams_leader", "consumers_leader"):
+                if not doc[key]:
+                    del doc[key]
+        account_api = {"level": 0, "total": doc["api"]["total"], "errors": doc["api"]["errors"]}
+        for detail in doc.get("account_details", []):
+            detail["api"] = account_api
+            for stream in detail.get("stream_detail", []):
+                _as_nats_server(stream, raft)
         return doc
+
+
+def _as_nats_server(stream: dict[str, Any], raft: bool) -> None:
+    """One ``stream_detail`` of :func:`rayjet.client.report.jsz` as nats-server writes it:
+    configs, states and consumers in the JetStream API's shapes (as in a list answer), the
+    raft groups only when asked for (``raft=true``)."""
+    if "config" in stream:
+        jsapi.shape_stream_config(stream["config"], one=False)
+    if "state" in stream:
+        jsapi.shape_stream_state(stream["state"])
+    groups = []
+    for consumer in stream.get("consumer_detail", []):
+        jsapi.shape_consumer(consumer, one=False)
+        group = (consumer.get("cluster") or {}).get("raft_group")
+        if group:
+            groups.append({"name": consumer["name"], "raft_group": group})
+    if not raft:
+        stream.pop("stream_raft_group", None)
+    elif "stream_raft_group" in stream:
+        stream["consumer_raft_groups"] = groups
 
 
 def _ray_nodes(js: Any) -> list[dict[str, Any]]:

@@ -216,7 +216,8 @@ def _sub_detail(sub: Any, cid: int) -> dict[str, Any]:
 def connz(server_id: str, live: Iterable[Any], closed: Iterable[dict[str, Any]],
           query: dict[str, str], now: float) -> dict[str, Any]:
     """``/connz`` with nats-server's options: ``state`` (open, closed, any), ``sort``,
-    ``offset``, ``limit``, ``cid``, ``subs`` (true: subjects, detail: each subscription)."""
+    ``offset``, ``limit``, ``cid``, ``subs`` (true: subjects, detail: each subscription),
+    ``auth`` (the account's ``name_tag``)."""
     state = query.get("state", "open").lower() or "open"
     if state not in ("open", "closed", "any", "all"):
         raise BadRequestError(f"state must be open, closed or any, not {state!r}")
@@ -228,6 +229,7 @@ def connz(server_id: str, live: Iterable[Any], closed: Iterable[dict[str, Any]],
     offset = query_int(query, "offset", 0)
     limit = query_int(query, "limit", DEFAULT_LIMIT) or DEFAULT_LIMIT
     subs = query.get("subs", "").lower()
+    auth = query_flag(query, "auth")
     live = list(live)
     docs: list[tuple[dict[str, Any], Any]] = []
     if state != "closed":
@@ -253,6 +255,8 @@ def connz(server_id: str, live: Iterable[Any], closed: Iterable[dict[str, Any]],
                                                     for s in conn.subs.values()]
             elif query_flag(query, "subs"):
                 doc["subscriptions_list"] = sorted(s.subject for s in conn.subs.values())
+        if auth:
+            doc["name_tag"] = ACCOUNT  # the account's name (nats-server names $G so too)
         out.append(doc)
     return {"server_id": server_id, "now": rfc3339(now), "num_connections": len(out),
             "total": len(docs), "offset": offset, "limit": limit, "connections": out}
@@ -281,7 +285,10 @@ def subsz(server_id: str, subs: list[tuple[Any, int]], counters: dict[str, float
 
 
 def accountz(server_id: str, query: dict[str, str], *, connections: int,
-             subscriptions: int, jetstream: bool, now: float) -> dict[str, Any]:
+             subscriptions: int, jetstream: bool, now: float,
+             counters: dict[str, float] | None = None) -> dict[str, Any]:
+    """``/accountz``: the accounts; with ``acc=<name>`` that account (``counters``: the
+    subscription counters of ``/subsz``, the global account's ``sublist_stats``)."""
     doc: dict[str, Any] = {"server_id": server_id, "now": rfc3339(now),
                            "system_account": SYSTEM_ACCOUNT}
     acc = query.get("acc")
@@ -290,14 +297,20 @@ def accountz(server_id: str, query: dict[str, str], *, connections: int,
         return doc
     if acc not in (ACCOUNT, SYSTEM_ACCOUNT):
         raise BadRequestError(f"account {acc!r} not found")
-    doc["account_detail"] = {
-        "account_name": acc, "update_time": rfc3339(now), "is_system": acc == SYSTEM_ACCOUNT,
+    detail: dict[str, Any] = {"account_name": acc, "update_time": rfc3339(now)}
+    if acc == SYSTEM_ACCOUNT:
+        detail["is_system"] = True  # nats-server leaves it out when false
+    detail.update({
         "expired": False, "complete": True,
         "jetstream_enabled": jetstream and acc == ACCOUNT,
         "leafnode_connections": 0,
         "client_connections": connections if acc == ACCOUNT else 0,
         "subscriptions": subscriptions if acc == ACCOUNT else 0,
-    }
+        "name_tag": acc,
+    })
+    if acc == ACCOUNT and counters is not None:
+        detail["sublist_stats"] = {"num_subscriptions": subscriptions, **counters}
+    doc["account_detail"] = detail
     return doc
 
 
