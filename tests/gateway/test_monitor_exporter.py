@@ -7,7 +7,8 @@ the gateway; then every URL the exporter requests is fetched from both, and
 * every JSON path the exporter reads (``EXPORTER_READS``, from its collector sources) is in
   the gateway's document with nats-server's JSON type (and, for times and durations that it
   parses, in a form it parses);
-* every path the two documents share has the same JSON type: the exporter decodes
+* every path the two documents share has the same JSON type, and no number is one Go
+  would refuse (a float for an integer, a negative for an unsigned): the exporter decodes
   ``/varz`` and ``/jsz`` into nats-server's own Go structs (``server.Varz``,
   ``server.JSInfo``), and one field of the wrong type makes ``json.Unmarshal`` fail and the
   exporter drop the whole server;
@@ -228,6 +229,33 @@ def read_problems(ours: Any, theirs: Any, reads: list[tuple[str, str]]) -> list[
     return out
 
 
+# Go's float64 fields among those the gateway writes: elsewhere a number must be written as
+# an integer (an int field refuses 1.0) ...
+GO_FLOATS = {"cpu", "cache_hit_rate", "avg_fanout"}
+# ... and not negative where nats-server's is not (a uint64 field refuses -1) but in the
+# int64 fields where rayjet says "no limit" (it has no server-wide JetStream limits)
+GO_SIGNED = {"max_memory", "max_storage"}
+
+
+def number_problems(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """Numbers Go would refuse to decode into nats-server's fields: a float written where
+    an integer belongs, a negative one where nats-server's is not."""
+    key = path.rsplit(".", 1)[-1].removesuffix("[]")
+    if isinstance(ours, dict):
+        other = theirs if isinstance(theirs, dict) else {}
+        return [p for k, v in ours.items()
+                for p in number_problems(v, other.get(k), f"{path}.{k}")]
+    if isinstance(ours, list):
+        other = theirs[0] if isinstance(theirs, list) and theirs else None
+        return [p for v in ours[:1] for p in number_problems(v, other, f"{path}[]")]
+    if isinstance(ours, float) and key not in GO_FLOATS:
+        return [f"{path}: {ours!r} is a float where Go wants an integer"]
+    if (isinstance(ours, int) and not isinstance(ours, bool) and ours < 0
+            and isinstance(theirs, int) and theirs >= 0 and key not in GO_SIGNED):
+        return [f"{path}: {ours} is negative, nats-server's {theirs} (Go uint?)"]
+    return []
+
+
 def type_problems(ours: Any, theirs: Any, path: str = "") -> list[str]:
     """Paths both documents have whose JSON types differ (null in ours decodes as Go's zero
     value; null in nats-server's says nothing about the type)."""
@@ -322,6 +350,7 @@ def test_the_exporter_reads_the_gateway_as_it_reads_nats_server(gateway, js):  #
             continue
         problems += [f"{url} {p}" for p in read_problems(doc, model, EXPORTER_READS[url])]
         problems += [f"{url} {p}" for p in type_problems(doc, model)]
+        problems += [f"{url} {p}" for p in number_problems(doc, model)]
     assert not problems, "\n".join(problems)
 
     # the numbers the same traffic gives
