@@ -113,12 +113,16 @@ class ConsumersAPI:
                      **params: Any) -> ConsumerInfo:
         cfg = _consumer_config(config, params)
         if self._runs_in_leader(stream, cfg):
+            # a stream just made may still be starting its replicas: wait as the catalogue
+            # path does
+            wait = max(self.timeout, 60)
             if cfg.name:
-                raw = self._stream_call(stream, "add_leader_consumer", cfg.to_dict())
+                raw = self._stream_call(stream, "add_leader_consumer", cfg.to_dict(),
+                                        timeout=wait)
             else:  # named here, so that a retried call finds the one it made
                 raw = self._stream_call(stream, "add_leader_consumer",
                                         dataclasses.replace(cfg, name=ephemeral_name()).to_dict(),
-                                        True)
+                                        True, timeout=wait)
             info = ConsumerInfo.from_dict(raw)
             self._in_leader.add((stream, info.name))
             return info
