@@ -67,10 +67,7 @@ def apply_restore(engine: StreamEngine, op: RestoreOp) -> ApplyResult:
         # the backup's stream had its first first-1 sequences purged: so does this one
         engine.skip_to(op.first - 1)
         store.compact(op.first)
-    stored = 0
-    for m in op.msgs:
-        if engine.apply_copied(m) is not None:
-            stored += 1
+    stored = engine.apply_copied_run(list(op.msgs))
     engine.skip_to(op.last)
     if op.sources:
         engine.sources = type(engine.sources).from_list(op.sources)

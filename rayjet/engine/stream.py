@@ -803,6 +803,29 @@ class StreamEngine(ColumnarPublish):
         self.store.store_raw(m.subject, m.hdr, m.data, m.seq, m.ts, m.ttl)
         return self._stored(m, rp_last)
 
+    def apply_copied_run(self, msgs: list[MsgOp]) -> int:
+        """Apply: store plain messages at their own sequences (a restore), consecutive runs
+        in one store write, the gaps between them as deleted sequences; how many stored."""
+        raw_batch = getattr(self.store, "store_raw_batch", None)
+        stored, i = 0, 0
+        while i < len(msgs):
+            if msgs[i].seq <= self._last_seq:
+                i += 1
+                continue
+            j = i + 1
+            while j < len(msgs) and msgs[j].seq == msgs[j - 1].seq + 1:
+                j += 1
+            run = msgs[i:j]
+            if raw_batch is None or len(run) == 1:
+                for m in run:
+                    self.apply_copied(m)
+            else:
+                self.skip_to(run[0].seq - 1)
+                self._store_run(run, raw_batch)
+            stored += len(run)
+            i = j
+        return stored
+
     def skip_to(self, last: int) -> None:
         """Apply: record the sequences up to ``last`` as deleted (nothing stored)."""
         if last > self._last_seq:
