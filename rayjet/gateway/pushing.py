@@ -11,7 +11,8 @@ bytes has gone out since the subscriber last confirmed, a ``100 FlowControl Requ
 ``$JS.FC.<stream>.<consumer>.<n>`` reply follows the messages; the client publishes to it
 when it has processed what came before. With a whole window unconfirmed the pump stalls, and
 its heartbeats carry ``Nats-Consumer-Stalled`` (the request's subject) so the client
-answers even if the request was lost.
+answers even if the request was lost. The window starts at 2 MB and doubles with each answer
+up to 32 MB, as nats-server's slow start does.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class PushPump:
         self.fc_covers = 0
         self.unconfirmed = 0
         self.window_full = False  # the next message does not fit the window's room
+        # bytes that may be out unconfirmed now: a slow start, as nats-server's (a 16th of
+        # the window, doubled by each answer)
+        self.window = max(FC_WINDOW // 16, 1)
         self._fc_answered = asyncio.Event()
         self._fc_ids = itertools.count(1)
         self._interest = asyncio.Event()  # set when a client subscribes to the deliver subject
@@ -143,6 +147,7 @@ class PushPump:
             self.unconfirmed = max(0, self.unconfirmed - self.fc_covers)
             self.fc_subject, self.fc_covers = None, 0
             self.window_full = False
+            self.window = min(self.window * 2, FC_WINDOW)  # the subscriber keeps up
             self._fc_answered.set()
 
     def _ask_flow_control(self, deliver: str) -> None:
@@ -154,7 +159,7 @@ class PushPump:
 
     @property
     def stalled(self) -> bool:
-        return self.flow_control and (self.window_full or self.unconfirmed >= FC_WINDOW)
+        return self.flow_control and (self.window_full or self.unconfirmed >= self.window)
 
     def _idle_heartbeat(self, deliver: str) -> None:
         extra = [("Nats-Last-Consumer", str(self.last_cseq)),
@@ -212,8 +217,8 @@ class PushPump:
                 # flow control: near the window's end, no more in a poll than it has room
                 # for (a byte limit costs the consumer per message: only where it matters)
                 room = 0  # no byte limit
-                if self.flow_control and FC_WINDOW - self.unconfirmed < ROOM_CHECK_FROM:
-                    room = max(FC_WINDOW - self.unconfirmed, 1)
+                if self.flow_control and self.window - self.unconfirmed < ROOM_CHECK_FROM:
+                    room = max(self.window - self.unconfirmed, 1)
                 got, status = await self.bridge.call(link.pull, self.batch, wait, room, False,
                                                      0.0)
             except (ConsumerNotFoundError, StreamNotFoundError):
@@ -238,7 +243,7 @@ class PushPump:
                 last_activity = time.monotonic()
                 if self.flow_control:
                     self.unconfirmed += len(got.hdrs) + len(got.data)
-                    if self.fc_subject is None and self.unconfirmed >= FC_WINDOW // 2:
+                    if self.fc_subject is None and self.unconfirmed >= self.window // 2:
                         self._ask_flow_control(deliver)
             else:
                 if self._through:
