@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from typing import Any
 
 import nats
@@ -306,12 +307,27 @@ async def _traffic(url: str) -> list[Any]:
     return [pub, puller, watcher]
 
 
+def _settled(http_port: int) -> bool:
+    """The consumer's acks and deliveries of the traffic are counted (3 pending acks)."""
+    status, doc = get(http_port, "/jsz?consumers=true")
+    try:
+        (consumer,) = _stream(doc)["consumer_detail"]
+    except (KeyError, TypeError, ValueError):
+        return False
+    return status == 200 and (consumer["num_ack_pending"], consumer["num_pending"]) == (3, 2)
+
+
 def _documents(url: str, http_port: int) -> dict[str, Any]:
+    """The documents after the traffic; under "before", /jsz before it (the cluster the
+    gateway fronts may hold other tests' streams)."""
     async def run():
+        before = get(http_port, "/jsz")[1]
         clients = await _traffic(url)
         try:
-            await asyncio.sleep(0.2)  # let the last acks and deliveries settle
-            return {u: get(http_port, u) for u in EXPORTER_READS}
+            deadline = time.monotonic() + 10
+            while not _settled(http_port) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return {"before": before, **{u: get(http_port, u) for u in EXPORTER_READS}}
         finally:
             for nc in clients:
                 await nc.close()
@@ -373,7 +389,8 @@ def test_the_exporter_reads_the_gateway_as_it_reads_nats_server(gateway, js):  #
     assert mine["config"]["max_msgs"] == model["config"]["max_msgs"] == -1
     assert mine["config"]["max_bytes"] == model["config"]["max_bytes"] == -1
     for key in ("streams", "consumers", "messages", "bytes"):
-        assert ours["/jsz"][1][key] == theirs["/jsz"][1][key], key
+        grew = ours["/jsz"][1][key] - ours["before"].get(key, 0)
+        assert grew == theirs["/jsz"][1][key] - theirs["before"].get(key, 0), key
     conns, their_conns = _by_name(ours["/connz"][1]), _by_name(theirs["/connz"][1])
     assert set(conns) == set(their_conns) == {"publisher", "puller", "watcher"}
     for name, conn in conns.items():
