@@ -64,6 +64,7 @@ _READER_METHODS = frozenset({"bounds", "load_msg", "load_next_batch", "num_pendi
 # another is swept in small batches instead of once per message
 UPKEEP_GAP = 0.1
 DEFAULT_TIMEOUT = 5.0
+META_LIST_TIMEOUT = 30.0
 ACCOUNT_FRESH = 2.0  # seconds the account's limits are taken as known (consumers made here)
 ACCOUNT_TIMEOUT = 1.0  # a consumer made here waits no longer for the meta leader's answer
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
@@ -638,8 +639,10 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         cfg = self.engine.config
         others = 0
         if (config.get("name") and not generated) or cfg.max_consumers > 0:
+            # the client waits up to a minute for a consumer (a stream just made may still
+            # be starting): a busy meta leader gets more than a publish's 5 s
             listed = await meta_router().acall("list_consumers", cfg.name,
-                                               timeout=DEFAULT_TIMEOUT)
+                                               timeout=META_LIST_TIMEOUT)
             if config.get("name") in {c["name"] for c in listed}:
                 raise error_for("CONSUMER_NAME_EXISTS")
             others = len(listed)
