@@ -42,6 +42,8 @@ DEFAULT_WINDOW = 8 << 20
 ACK_TIMEOUT = 5.0  # s without an ack: the receiver stalled
 INTEREST_WAIT = 2.0  # s a snapshot waits for someone to listen on its deliver subject
 RESTORE_IDLE = 5.0  # s without a chunk: the restore is dropped
+MAX_RESTORES = 8  # restores spooling at once through one gateway (each holds a spool file)
+SPOOL_SLACK = 64 << 20  # bytes an archive may exceed its stream's max_bytes by (headers, index)
 
 
 def _json(doc: dict[str, Any]) -> bytes:
@@ -224,6 +226,11 @@ class Backups:
         except APIError as exc:
             self._error(reply, kind, exc, api, deliver_subject="")
             return
+        if self.restores >= MAX_RESTORES:
+            self._error(reply, kind, error_for(
+                "STREAM_RESTORE", err=f"{MAX_RESTORES} restores are under way through this "
+                "gateway; try again when one ends"), api, deliver_subject="")
+            return
         subject = f"{RESTORE_PREFIX}{stream}.{_id()}"
         job = _Restore(self, cfg, subject)
         self._answer(reply, kind, {"deliver_subject": subject}, api)
@@ -258,7 +265,11 @@ class _Restore:
         if not payload:
             self.end_reply = reply
             return
+        limit = self.cfg.max_bytes * 2 + SPOOL_SLACK if self.cfg.max_bytes > 0 else 0
         try:
+            if limit and self.received + len(payload) > limit:
+                raise OSError(f"the archive exceeds what a stream of max_bytes "
+                              f"{self.cfg.max_bytes} can hold")
             self.spool.write(payload)
         except OSError as exc:
             self.failed = f"cannot keep the chunk: {exc}"

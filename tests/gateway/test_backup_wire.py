@@ -229,3 +229,42 @@ def test_a_damaged_or_abandoned_restore_creates_nothing(gateway, stream_name,  #
     assert stream_name not in names
     assert running == 0
     assert late == "no responders"
+
+
+def test_restores_under_way_are_bounded(gateway, stream_name, monkeypatch):  # noqa: F811
+    """A gateway spools a bounded number of restores at once; the next is refused (10062)
+    and creates nothing."""
+    monkeypatch.setattr(B, "MAX_RESTORES", 0)
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        try:
+            return _doc(await nc.request(f"$JS.API.STREAM.RESTORE.{stream_name}", json.dumps(
+                {"config": {"name": stream_name}}).encode(), timeout=10))
+        finally:
+            await nc.close()
+
+    answer = asyncio.run(run())
+    assert answer["error"]["err_code"] == 10062 and answer["deliver_subject"] == ""
+
+
+def test_an_archive_larger_than_its_stream_can_hold_is_refused(gateway, stream_name,  # noqa: F811
+                                                              drop_new_streams,  # noqa: F811
+                                                              monkeypatch):
+    monkeypatch.setattr(B, "SPOOL_SLACK", 0)
+    gw = gateway()
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        try:
+            start = _doc(await nc.request(f"$JS.API.STREAM.RESTORE.{stream_name}", json.dumps(
+                {"config": {"name": stream_name, "max_bytes": 1000}}).encode(), timeout=10))
+            first = await nc.request(start["deliver_subject"], b"x" * 2500, timeout=10)
+            return _doc(first)
+        finally:
+            await nc.close()
+
+    answer = asyncio.run(run())
+    assert answer["error"]["err_code"] == 10062, answer
+    assert "max_bytes" in answer["error"]["description"]
