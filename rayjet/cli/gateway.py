@@ -69,6 +69,13 @@ def gateway(
              "Default 8222, skipped with a warning when taken")] = None,
     monitor: Annotated[bool, typer.Option(
         "--monitor/--no-monitor", help="serve HTTP monitoring")] = True,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="server configuration in nats-server's syntax: accounts, "
+        "users (password, bcrypt, nkey), permissions (see the README)",
+        show_default=False)] = None,
+    reload: Annotated[bool, typer.Option(
+        "--reload", help="make the detached gateway of --port on this node read its "
+        "--config file again (users and permissions change for connected clients)")] = False,
     detach: Annotated[bool, typer.Option(
         "--detach", help="run it as a detached Ray actor on this node, kept with the "
                          "cluster after this command returns")] = False,
@@ -86,8 +93,11 @@ def gateway(
         c.usage_error("--user and --password go together")
     if token and user:
         c.usage_error("use --token or --user/--password, not both")
-    if all_nodes and not (detach or stop):
-        c.usage_error("--all-nodes goes with --detach or --stop")
+    if all_nodes and not (detach or stop or reload):
+        c.usage_error("--all-nodes goes with --detach, --stop or --reload")
+    if config is not None and (token or user):
+        c.usage_error("give users and tokens in the --config file or as options, not both")
+    config_path = checked_config(config)
     if http_port is not None and not monitor:
         c.usage_error("--http-port goes with monitoring on, not --no-monitor")
     http = monitoring(http_port, monitor)
@@ -95,6 +105,16 @@ def gateway(
     check_domain(domain)
     js = c.connect()
     nodes = [n["node_id"] for n in js.nodes()] if all_nodes else [None]
+    if reload:
+        from rayjet.gateway.actor import reload_detached
+
+        done = [reload_detached(port, node) for node in nodes]
+        if c.wants_json():
+            c.emit_json({"reloaded": sum(done), "port": port})
+        else:
+            print(f"reloaded {sum(done)} gateway(s) on port {port}" if any(done)
+                  else f"no detached gateway runs on port {port}")
+        return
     if stop:
         from rayjet.gateway.actor import stop_detached
 
@@ -112,7 +132,7 @@ def gateway(
 
         options = {"host": host, "port": port, "token": token, "user": user,
                    "password": password, "max_payload": max_payload, "domain": domain,
-                   **http}
+                   "config": config_path, **http}
         if tls is not None:  # loadable here; the actor loads the files on its node
             options.update(tls_paths(tls_cert, tls_key, tls_ca))
         started = [start_detached(options, node) for node in nodes]
@@ -131,7 +151,8 @@ def gateway(
                     c.err_console().print(f"[yellow]warning:[/] {c.escape(why)}")
         return
     options = GatewayOptions(host=host, port=port, token=token, user=user, password=password,
-                             tls=tls, max_payload=max_payload, domain=domain, **http)
+                             tls=tls, max_payload=max_payload, domain=domain,
+                             config=config_path, **http)
     server = GatewayThread(js, options)
     try:
         server.start()
@@ -140,6 +161,8 @@ def gateway(
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    if config_path:  # as nats-server: SIGHUP reads the configuration file again
+        signal.signal(signal.SIGHUP, lambda *_: reload_logged(server))
     scheme = "tls" if options.tls else "nats"
     if server.gateway is not None and server.gateway.monitor_error:
         c.err_console().print(f"[yellow]warning:[/] {c.escape(server.gateway.monitor_error)}")
@@ -149,6 +172,32 @@ def gateway(
           + (f", monitoring on {murl}" if murl else ""), flush=True)
     done.wait()
     server.stop()
+
+
+def checked_config(path: Path | None) -> str | None:
+    """The configuration file's absolute path (the gateway may run in another directory),
+    once it is known to be usable: a usage error naming the problem otherwise."""
+    if path is None:
+        return None
+    from rayjet.auth import ServerAuth, parse_file
+    from rayjet.errors import ServerConfigError
+    from rayjet.gateway.accounts import jetstream_account
+
+    try:
+        jetstream_account(ServerAuth.from_config(parse_file(path)))
+    except ServerConfigError as exc:
+        c.usage_error(exc.description)
+    return str(path.resolve())
+
+
+def reload_logged(server: Any) -> None:
+    from rayjet.errors import ServerConfigError
+
+    try:
+        server.reload()
+        print("configuration reloaded", flush=True)
+    except ServerConfigError as exc:
+        c.err_console().print(f"[red]reload refused:[/] {c.escape(exc.description)}")
 
 
 def monitoring(http_port: int | None, monitor: bool) -> dict[str, Any]:

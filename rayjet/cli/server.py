@@ -12,7 +12,7 @@ import typer
 
 from rayjet.cli import common as c
 from rayjet.cli import ray_head
-from rayjet.cli.gateway import check_domain, monitoring, tls_context, tls_paths
+from rayjet.cli.gateway import check_domain, checked_config, monitoring, tls_context, tls_paths
 from rayjet.cli.streams import replicas_cell
 
 app = typer.Typer(no_args_is_help=True)
@@ -131,15 +131,23 @@ def start(
     gateway_monitor: Annotated[bool, typer.Option(
         "--gateway-monitor/--no-gateway-monitor",
         help="the gateway serves HTTP monitoring")] = True,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="the gateway's server configuration in nats-server's syntax "
+        "(accounts, users, permissions); `rayjet server reload` reads it again",
+        show_default=False)] = None,
 ) -> None:
     """Start a Ray head on this machine (`ray start --head`), rayjet's meta group and a NATS
     gateway."""
     node_labels = parse_labels(labels)
     check_domain(gateway_domain, "--gateway-domain")
+    if config is not None and gateway_token:
+        c.usage_error("give users and tokens in the --config file or as options, not both")
+    config_path = checked_config(config)
     if gateway_http_port is not None and not gateway_monitor:
         c.usage_error("--gateway-http-port goes with monitoring on, not --no-gateway-monitor")
     gateway_options: dict[str, Any] = {"host": gateway_host, "port": gateway_port,
                                        "token": gateway_token, "domain": gateway_domain,
+                                       "config": config_path,
                                        **monitoring(gateway_http_port, gateway_monitor)}
     if gateway and tls_context(gateway_tls_cert, gateway_tls_key, gateway_tls_ca,
                                prefix="--gateway-") is not None:
@@ -222,6 +230,31 @@ def start_gateway(options: dict[str, Any]) -> tuple[str | None, str | None, str 
                             "`rayjet gateway --detach --port N`")
     monitor, why = monitor_of(handle)
     return url, monitor, why
+
+
+@c.command(app, "reload")
+def reload(gateway_port: Annotated[int, typer.Option(
+        "--gateway-port", min=1, max=65535, help="the port of the gateway to reload")] = 4222,
+) -> None:
+    """Make this node's gateway read its --config file again, as nats-server's reload:
+    users and permissions change for connected clients, removed users are disconnected."""
+    from rayjet.errors import ServerConfigError
+    from rayjet.gateway.actor import reload_detached
+
+    c.connect()
+    try:
+        done = reload_detached(gateway_port)
+    except Exception as exc:  # noqa: BLE001 - the actor's error comes wrapped by Ray
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, ServerConfigError):
+            c.usage_error(f"reload refused, the old configuration stays: {cause.description}")
+        raise
+    if not done:
+        c.usage_error(f"no gateway runs on port {gateway_port} on this node")
+    if c.wants_json():
+        c.emit_json({"reloaded": True, "port": gateway_port})
+    else:
+        print(f"gateway on port {gateway_port} reloaded its configuration")
 
 
 @c.command(app, "stop")

@@ -104,6 +104,18 @@ class AuthorizationError(APIError):
     spec_name = "AUTHORIZATION_VIOLATION"
 
 
+class ServerConfigError(BadRequestError):
+    """A server configuration (``rayjet server start --config``) that cannot be used; the
+    description names the file, line or option."""
+
+
+class PermissionViolationError(AuthorizationError):
+    """This user may not publish to, or subscribe to, the subject named (nats-server's
+    ``Permissions Violation`` text in the description)."""
+
+    spec_name = "PERMISSIONS_VIOLATION"
+
+
 class NotLeaderError(ServiceUnavailableError):
     spec_name = "NOT_LEADER"
 

@@ -390,6 +390,9 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     E("NO_MESSAGES", 404, 0, "no messages", "nothing is pending; fetch again later"),
     E("AUTHORIZATION_VIOLATION", 401, 0, "Authorization Violation: {err}",
       "give this process the cluster's credentials (for Ray: its auth token)"),
+    E("PERMISSIONS_VIOLATION", 403, 0, "Permissions Violation for {err}",
+      "the user's permissions in the server configuration decide what it may publish and "
+      "subscribe to"),
     E("CONSUMER_PIN_ID_MISMATCH", 423, 0, "Nats-Pin-Id mismatch",
       "another client holds the pin of this priority group now; fetch again (without the old "
       "pin id) to wait as a standby"),

@@ -38,6 +38,9 @@ class GatewayActor:
         gw = self.server.gateway
         return self.server.monitor_url(), gw.monitor_error if gw is not None else None
 
+    def reload(self) -> None:
+        self.server.reload()
+
     def stop(self) -> None:
         self.server.stop()
 
@@ -68,6 +71,18 @@ def start_detached(options: dict[str, Any], node_id: str | None = None) -> tuple
     except Exception:
         ray.kill(handle, no_restart=True)  # e.g. the port was taken: leave no dead name
         raise
+
+
+def reload_detached(port: int, node_id: str | None = None) -> bool:
+    """Make the gateway actor for ``port`` on ``node_id`` read its configuration file again;
+    False when none runs (a configuration it cannot use raises, the old one kept)."""
+    node_id = node_id or ray.get_runtime_context().get_node_id()
+    try:
+        handle = ray.get_actor(actor_name(node_id, port), namespace=NAMESPACE)
+    except ValueError:
+        return False
+    ray.get(handle.reload.remote(), timeout=60)
+    return True
 
 
 def stop_detached(port: int, node_id: str | None = None) -> bool:

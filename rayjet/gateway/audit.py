@@ -33,8 +33,9 @@ class ApiAudit:
             return None
         info: dict[str, Any] = {"start": go_time(int(conn.started * 1e9)),
                                 "host": conn.peer[0], "id": conn.cid, "acc": adv.ACCOUNT}
-        if gw.options.user:
-            info["user"] = gw.options.user
+        if conn.guard.identity.user:
+            info["user"] = conn.guard.identity.user
+        info["acc"] = conn.space.name
         for key, field in (("name", "name"), ("lang", "lang"), ("version", "ver")):
             if conn.client.get(key):
                 info[field] = conn.client[key]

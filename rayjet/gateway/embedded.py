@@ -58,10 +58,10 @@ class GatewayThread:
     def _run(self, started: Future) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        # no connection: core NATS only, as nats-server without -js
-        self.gateway = Gateway(self.options,
-                               JetStreamBridge(self.js) if self.js is not None else None)
         try:
+            # no connection: core NATS only, as nats-server without -js
+            self.gateway = Gateway(self.options,
+                                   JetStreamBridge(self.js) if self.js is not None else None)
             loop.run_until_complete(self.gateway.start())
         except BaseException as exc:  # noqa: BLE001 - reported to start()
             started.set_exception(exc)
@@ -72,6 +72,23 @@ class GatewayThread:
             loop.run_forever()
         finally:
             loop.close()
+
+    def reload(self) -> None:
+        """Read the configuration file again (raises ServerConfigError, keeping the old
+        one, when it cannot be used)."""
+        if self._loop is None or self.gateway is None:
+            return
+        done: Future = Future()
+
+        def run() -> None:
+            try:
+                self.gateway.reload()
+                done.set_result(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        done.result(30.0)
 
     def stop(self) -> None:
         if self._thread is None or self._loop is None:

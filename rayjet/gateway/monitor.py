@@ -17,7 +17,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -78,23 +77,24 @@ def parse_request(head: bytes) -> tuple[str, str, dict[str, str], dict[str, str]
     return method.upper(), unquote(url.path), query, headers
 
 
-def authorized(options: Any, header: str | None) -> bool:
-    """Does an ``Authorization`` header carry the credentials NATS clients must give?"""
-    if not options.auth_required:
+def authorized(auth: Any, header: str | None) -> bool:
+    """Does an ``Authorization`` header carry credentials a NATS client could connect
+    with (``Bearer <token>``, or ``Basic`` with a user's name and password)?"""
+    if not auth.auth_required:
         return True
     if not header:
         return False
     scheme, _, value = header.partition(" ")
     value = value.strip()
-    if scheme.lower() == "bearer" and options.token:
-        return hmac.compare_digest(value.encode(), options.token.encode())
-    if scheme.lower() == "basic" and options.user:
+    if scheme.lower() == "bearer":
+        return auth.authenticate({"auth_token": value}, None) is not None
+    if scheme.lower() == "basic":
         try:
             user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return False
-        return bool(sep) and hmac.compare_digest(user.encode(), options.user.encode()) and \
-            hmac.compare_digest(password.encode(), (options.password or "").encode())
+        return bool(sep and user) and auth.authenticate({"user": user, "pass": password},
+                                                        None) is not None
     return False
 
 
@@ -163,7 +163,7 @@ class Monitor:
             return err.status, (err.text + "\n").encode(), "text/plain", ""
         if method not in ("GET", "HEAD"):
             return 405, b"method not allowed\n", "text/plain", "Allow: GET, HEAD\r\n"
-        if not authorized(self.gateway.options, headers.get("authorization")):
+        if not authorized(self.gateway.auth, headers.get("authorization")):
             return 401, b"authorization required\n", "text/plain", \
                 'WWW-Authenticate: Basic realm="rayjet"\r\n'
         name = path.strip("/")

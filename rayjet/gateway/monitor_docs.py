@@ -58,6 +58,7 @@ class ServerStats:
     total_connections: int = 0
     slow_consumers: int = 0
     stale_connections: int = 0
+    permission_violations: int = 0  # publishes and subscriptions refused (-ERR sent)
     http_requests: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 
@@ -168,6 +169,7 @@ def varz(info: dict[str, Any], stats: ServerStats, *, connections: int, subscrip
         "out_msgs": t.out_msgs, "out_bytes": t.out_bytes,
         "out_client_msgs": t.out_msgs, "out_client_bytes": t.out_bytes,
         "slow_consumers": stats.slow_consumers, "stale_connections": stats.stale_connections,
+        "permission_violations": stats.permission_violations,
         "stalled_clients": 0, "subscriptions": subscriptions,
         "http_req_stats": dict(stats.http_requests),
         "config_load_time": rfc3339(stats.started), "config_digest": "",

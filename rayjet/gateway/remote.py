@@ -323,8 +323,13 @@ def _tls(sock: socket.socket, host: str, url: str, wants_cert: bool = False
 
 
 def find_gateway(timeout: float = 10.0) -> Requester | None:
-    """A connection to the gateway the CLI should use, or None (take the Ray path)."""
-    url = os.environ.get(GATEWAY_ENV, "").strip() or DEFAULT_URL
+    """A connection to the gateway the CLI should use, or None (take the Ray path). The
+    default gateway (127.0.0.1:4222) is not used when ``$RAY_ADDRESS`` names a cluster: it
+    may front another one."""
+    url = os.environ.get(GATEWAY_ENV, "").strip()
+    if not url and os.environ.get("RAY_ADDRESS", "").strip():
+        return None
+    url = url or DEFAULT_URL
     if url.lower() in ("off", "none", "0", "false", "no"):
         return None
     try:

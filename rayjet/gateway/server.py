@@ -19,8 +19,21 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from rayjet.errors import BadRequestError
+from rayjet.auth import GLOBAL
+from rayjet.errors import BadRequestError, ServerConfigError
 from rayjet.gateway import protocol as P
+from rayjet.gateway.accounts import (
+    ANONYMOUS,
+    RESPONSE_PREFIX,
+    Crossings,
+    Guard,
+    Space,
+    auth_from_options,
+    jetstream_account,
+    publish_violation,
+    request_info,
+    subscribe_violation,
+)
 from rayjet.gateway.interest import Interest, Subscription
 from rayjet.gateway.monitor_docs import MAX_CLOSED, ServerStats, Traffic
 
@@ -58,6 +71,9 @@ class GatewayOptions:
     token: str | None = None
     user: str | None = None
     password: str | None = None
+    # a server configuration file in nats-server's syntax: accounts, users, permissions
+    # (rayjet.auth); read at start and by reload()
+    config: str | None = None
     tls: ssl.SSLContext | None = None
     max_payload: int = P.DEFAULT_MAX_PAYLOAD
     server_name: str = "rayjet"
@@ -87,7 +103,7 @@ class GatewayOptions:
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.token or self.user)
+        return bool(self.token or self.user or self.config)
 
 
 class Connection:
@@ -119,6 +135,13 @@ class Connection:
         self.rtt = 0.0
         self._ping_sent = 0.0
         self.client: dict[str, Any] = {}  # name, lang, version from CONNECT
+        # who it is (set at CONNECT) and the account whose subjects it sees
+        self.guard: Guard = ANONYMOUS
+        self.space: Space = gateway.default_space
+        self.connect_options: dict[str, Any] = {}
+        self.protocol = 0
+        self._told_account = False
+        self.nonce = secrets.token_urlsafe(16).encode() if gateway.auth.needs_nonce else None
         peer = writer.get_extra_info("peername")
         self.peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
 
@@ -155,6 +178,8 @@ class Connection:
             return  # a client without headers support cannot read HMSG
         if self.subs.get(sub.sid) is not sub:
             return  # unsubscribed meanwhile (e.g. its UNSUB count reached in this batch)
+        if self.guard is not ANONYMOUS and not self.guard.may_receive(subject, reply):
+            return
         self.send(P.frame(subject, sub.sid, reply, hdr, payload))
         size = len(payload) + (len(hdr) if hdr else 0)
         self.traffic.sent(size)
@@ -211,7 +236,7 @@ class Connection:
 
     def _handle(self, op: tuple) -> bool:
         kind = op[0]
-        if not self.connected and kind != P.CONNECT and self.gateway.options.auth_required:
+        if not self.connected and kind != P.CONNECT and self.gateway.auth.auth_required:
             self.send(P.err(P.AUTH_VIOLATION))
             self.reason = "Authentication Failure"
             return False
@@ -229,6 +254,10 @@ class Connection:
             if hdr is not None and not self.headers:
                 self.send(P.err(P.UNKNOWN_OP))
                 return False
+            if not self.guard.may_publish(subject):
+                self.gateway.stats.permission_violations += 1
+                self.send(P.err(publish_violation(subject)))
+                return True
             if self.verbose:
                 self.send(P.OK)
             self.gateway.publish(subject, reply, hdr, payload, origin=self)
@@ -238,13 +267,17 @@ class Connection:
                     queue is not None and not P.valid_subject(queue, wildcards=False)):
                 self.send(P.err(P.INVALID_SUBJECT))
                 return True
+            if not self.guard.may_subscribe(subject, queue):
+                self.gateway.stats.permission_violations += 1
+                self.send(P.err(subscribe_violation(subject, queue)))
+                return True
             if sid in self.subs:
                 self._drop_sub(sid)
             sub = Subscription(self, sid, subject, queue)
             self.subs[sid] = sub
-            self.gateway.interest.add(sub)
-            if self.gateway.bridge is not None:
-                self.gateway.bridge.subscribed(subject)
+            self.space.interest.add(sub)
+            if self.space.bridge is not None:
+                self.space.bridge.subscribed(subject)
             if self.verbose:
                 self.send(P.OK)
         elif kind == P.UNSUB:
@@ -259,6 +292,16 @@ class Connection:
                 self.send(P.OK)
         elif kind == P.PING_OP:
             self.send(P.PONG)
+            if self.connected and not self._told_account:
+                # as nats-server: after the first PONG, a client that reads async INFO
+                # (protocol 1) learns the account it is bound to
+                self._told_account = True
+                if self.protocol >= 1:
+                    self.send(P.info({**self.gateway.info_fields(self),
+                                      "connect_info": True, "remote_account": self.space.name,
+                                      **({"is_system_account": True}
+                                         if self.space.name == self.gateway.auth.system_account
+                                         else {})}))
         elif kind == P.PONG_OP:
             self._pings_out = 0
             if self._ping_sent:
@@ -269,16 +312,22 @@ class Connection:
         return True
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        opts = self.gateway.options
-        if opts.token and options.get("auth_token") != opts.token:
+        identity = self.gateway.auth.authenticate(options, self.nonce)
+        if identity is None:
             self.send(P.err(P.AUTH_VIOLATION))
             self.reason = "Authentication Failure"
             return False
-        if opts.user and (options.get("user") != opts.user
-                          or options.get("pass") != opts.password):
-            self.send(P.err(P.AUTH_VIOLATION))
+        if self.connected and identity.account != self.space.name:
+            self.send(P.err(P.AUTH_VIOLATION))  # a second CONNECT cannot change accounts
             self.reason = "Authentication Failure"
             return False
+        self.connect_options = options
+        if not self.rtt:  # a first estimate, as nats-server's: the time CONNECT took
+            self.rtt = max(time.time() - self.started, 1e-9)
+        protocol = options.get("protocol", 0)
+        self.protocol = protocol if isinstance(protocol, int) else 0
+        self.guard = Guard(identity)
+        self.space = self.gateway.space(identity.account)
         self.client = {k: str(options[k]) for k in ("name", "lang", "version")
                        if isinstance(options.get(k), str | int | float) and options.get(k)}
         self.verbose = bool(options.get("verbose"))
@@ -294,7 +343,23 @@ class Connection:
     def _drop_sub(self, sid: str) -> None:
         sub = self.subs.pop(sid, None)
         if sub is not None:
-            self.gateway.interest.remove(sub)
+            self.space.interest.remove(sub)
+
+    def recheck(self) -> bool:
+        """After a configuration reload: False when this client's credentials no longer
+        hold (it is told and closed by the caller); subscriptions its new permissions
+        refuse are ended, each with nats-server's violation."""
+        if not self.connected:
+            return True
+        identity = self.gateway.auth.authenticate(self.connect_options, self.nonce)
+        if identity is None or identity.account != self.space.name:
+            return False
+        self.guard = Guard(identity)
+        for sid, sub in list(self.subs.items()):
+            if not self.guard.may_subscribe(sub.subject, sub.queue):
+                self._drop_sub(sid)
+                self.send(P.err(subscribe_violation(sub.subject, sub.queue, sid)))
+        return True
 
     async def _drain(self) -> None:
         with contextlib.suppress(ConnectionError, OSError):
@@ -339,18 +404,22 @@ class Gateway:
 
     def __init__(self, options: GatewayOptions | None = None, bridge: Any = None) -> None:
         self.options = options or GatewayOptions()
-        self.interest = Interest()
+        self.auth = auth_from_options(self.options)
+        self.crossings = Crossings(self.auth)
+        self.spaces: dict[str, Space] = {}
+        self.default_space = self.space(GLOBAL)
+        js_account = jetstream_account(self.auth)
+        # the account whose subjects the gateway's own handlers (JetStream, $SYS) serve
+        self.home = self.space(js_account or GLOBAL)
+        self.home.bridge = bridge if js_account is not None else None
         self.connections: set[Connection] = set()
         self.server_id = "RJ" + secrets.token_hex(10).upper()
-        self.bridge = bridge
+        self.bridge = bridge if js_account is not None else None
         self._ids = itertools.count(1)
-        # internal '$JS.<x>.>' subscriptions: (prefix, subscription), see publish
-        self._js_internal: list[tuple[str, Subscription]] = []
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stats = ServerStats()
         self.closed: deque[dict[str, Any]] = deque(maxlen=MAX_CLOSED)  # for /connz
-        self._internal_subs: list[Subscription] = []
         self.monitor_error: str | None = None  # why monitoring is off although asked for
         self._matches = [0, 0, 0]  # messages routed, receivers in all, most receivers of one
         self.monitor: Any = None
@@ -358,6 +427,38 @@ class Gateway:
         # the client whose message is being handed out now (internal handlers read it, e.g.
         # for the API audit advisory's client info); None for the gateway's own messages
         self.publishing: Connection | None = None
+
+    def space(self, account: str) -> Space:
+        """The subject space of ``account`` (made on first use)."""
+        space = self.spaces.get(account)
+        if space is None:
+            space = self.spaces[account] = Space(account)
+        return space
+
+    @property
+    def interest(self) -> Interest:
+        return self.home.interest
+
+    @property
+    def system_account(self) -> str:
+        """Where ``$SYS.REQ.SERVER`` requests are answered: the system account when
+        accounts are configured, else the home account (as before accounts existed)."""
+        return self.auth.system_account if self.auth.accounts_configured else self.home.name
+
+    def reload(self) -> None:
+        """Read the configuration file again: new users and permissions apply to connected
+        clients at once; a client whose user is gone (or moved to another account) is
+        disconnected, as nats-server's reload does."""
+        auth = auth_from_options(self.options)
+        if jetstream_account(auth) != self.home.name and self.home.bridge is not None:
+            raise ServerConfigError("a reload cannot move JetStream to another account: "
+                                    "restart the gateway")
+        crossings = Crossings(auth)
+        crossings.responses = self.crossings.responses  # requests on their way keep theirs
+        self.auth, self.crossings = auth, crossings
+        for conn in list(self.connections):
+            if not conn.recheck():  # closed without a word, as nats-server does
+                self.loop.create_task(conn.close("Authentication Failure"))
 
     def info_fields(self, conn: Connection | None = None) -> dict[str, Any]:
         opts = self.options
@@ -372,8 +473,10 @@ class Gateway:
             fields["client_ip"] = "127.0.0.1"
         if opts.domain and self.bridge is not None:
             fields["domain"] = opts.domain
-        if opts.auth_required:
+        if self.auth.auth_required:
             fields["auth_required"] = True
+            if conn is not None and conn.nonce is not None:
+                fields["nonce"] = conn.nonce.decode()
         if opts.tls is not None:
             fields["tls_required"] = True
             fields["tls_available"] = True
@@ -464,10 +567,12 @@ class Gateway:
         """Every subscription with its connection's id (0: the gateway's own)."""
         out = [(sub, conn.cid) for conn in list(self.connections)
                for sub in list(conn.subs.values())]
-        return out + [(sub, 0) for sub in self._internal_subs]
+        return out + [(sub, 0) for space in self.spaces.values()
+                      for sub in space.internal_subs]
 
     def subscription_count(self) -> int:
-        return sum(len(c.subs) for c in self.connections) + len(self._internal_subs)
+        return sum(len(c.subs) for c in self.connections) + sum(
+            len(space.internal_subs) for space in self.spaces.values())
 
     def interest_counters(self) -> dict[str, float]:
         m = self._matches
@@ -479,9 +584,9 @@ class Gateway:
     # -- routing -------------------------------------------------------------------------
     def publish(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
                 origin: Connection | None = None) -> None:
-        """A message published by a client (or by the gateway itself): to every matching
-        subscription, to the stream that captures it, and a no-responders status back
-        when a request reached nobody."""
+        """A message published by a client (or by the gateway itself, in the home
+        account): to every matching subscription of its account, to the stream that
+        captures it, and a no-responders status back when a request reached nobody."""
         outer, self.publishing = self.publishing, origin
         try:
             self._publish(subject, reply, hdr, payload, origin)
@@ -489,40 +594,82 @@ class Gateway:
             self.publishing = outer
 
     def _publish(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
-                 origin: Connection | None) -> None:
+                 origin: Connection | None, space: Space | None = None) -> bool:
+        """Whether anyone took the message (a subscriber, a stream, another account)."""
+        if space is None:
+            space = origin.space if origin is not None else self.home
         if subject.startswith("$JS."):
             # acks and API requests: no stream captures them and, unless a client
             # listens there too, only the bridge's own subscription hears them
-            for prefix, sub in self._js_internal:
-                if subject.startswith(prefix) and self.interest.sole_listener(sub):
+            for prefix, sub in space.js_internal:
+                if subject.startswith(prefix) and space.interest.sole_listener(sub):
                     sub.owner.deliver(sub, subject, reply, hdr, payload)
-                    return
-        delivered = self.route(subject, reply, hdr, payload, origin)
-        captured = self.bridge is not None and self.bridge.capture(subject, reply, hdr,
-                                                                    payload)
-        if captured:
-            return
+                    return True
+        delivered = self.route(subject, reply, hdr, payload, origin, account=space.name)
+        if self.crossings.services:
+            delivered += self._to_service(space, subject, reply, hdr, payload, origin)
+        bridge = space.bridge
+        if bridge is not None and bridge.capture(subject, reply, hdr, payload):
+            return True
         wants_answer = (not delivered and reply and origin is not None
                         and origin.no_responders)
 
         def no_responders() -> None:
             if wants_answer:
-                self.route(reply, None, no_responders_header(subject), b"")
+                self.route(reply, None, no_responders_header(subject), b"",
+                           account=space.name)
 
-        if self.bridge is not None and not subject.startswith("$JS.") and (
-                (reply and not delivered) or self.bridge.catalogue_stale()):
+        if bridge is not None and not subject.startswith("$JS.") and (
+                (reply and not delivered) or bridge.catalogue_stale()):
             # a stream made since the catalogue was read (by another client) captures it:
             # a request nobody answered looks again at once (its sender waits on the
             # answer), other publishes when the catalogue is old enough
-            self.bridge.recheck(subject, reply, hdr, payload, no_responders)
-        else:
-            no_responders()
+            bridge.recheck(subject, reply, hdr, payload, no_responders)
+            return True
+        no_responders()
+        return bool(delivered)
+
+    def _to_service(self, space: Space, subject: str, reply: str | None, hdr: bytes | None,
+                    payload: bytes, origin: Connection | None) -> int:
+        """A request on a service another account exports to this one: published there
+        under the exported subject, its reply mapped to lead back here, with nats-server's
+        ``Nats-Request-Info`` header naming the requesting account."""
+        hit = self.crossings.service_route(space.name, subject)
+        if hit is None:
+            return 0
+        route, target = hit
+        if origin is not None and origin.headers:
+            hdr = request_info(hdr, space.name, origin.rtt)
+        mapped = (self.crossings.reply_for(route, space.name, reply, time.monotonic())
+                  if reply else None)
+        return int(self._publish(target, mapped, hdr, payload, None,
+                                 self.space(route.exporter)))
 
     def route(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
-              origin: Connection | None = None) -> int:
-        """Hand a message to the subscriptions that want it; how many took it."""
+              origin: Connection | None = None, account: str | None = None) -> int:
+        """Hand a message to the subscriptions of its account (``account``, else the
+        origin's, else the home account's) that want it, and to the accounts importing it;
+        how many took it. A reply to a service request from another account goes back
+        there."""
+        if account is not None:
+            space = self.space(account)
+        else:
+            space = origin.space if origin is not None else self.home
+        crossings = self.crossings
+        if not crossings.empty and subject.startswith(RESPONSE_PREFIX):
+            back = crossings.response(space.name, subject, time.monotonic())
+            if back is not None:
+                return self.route(back[1], reply, hdr, payload, account=back[0])
+        n = self._deliver(space, subject, reply, hdr, payload, origin)
+        if crossings.streams:
+            for importer, mapped in crossings.stream_routes(space.name, subject):
+                n += self._deliver(self.space(importer), mapped, reply, hdr, payload, None)
+        return n
+
+    def _deliver(self, space: Space, subject: str, reply: str | None, hdr: bytes | None,
+                 payload: bytes, origin: Connection | None) -> int:
         n = 0
-        for sub in self.interest.receivers(subject):
+        for sub in space.interest.receivers(subject):
             owner = sub.owner
             if owner is origin and origin is not None and not origin.echo:
                 continue
@@ -537,17 +684,21 @@ class Gateway:
 
     def unsubscribe_internal(self, sub: Subscription) -> None:
         """End an internal subscription made by :meth:`subscribe_internal`."""
-        if sub in self._internal_subs:
-            self._internal_subs.remove(sub)
-            self.interest.remove(sub)
-        self._js_internal = [(p, s) for p, s in self._js_internal if s is not sub]
+        for space in self.spaces.values():
+            if sub in space.internal_subs:
+                space.internal_subs.remove(sub)
+                space.interest.remove(sub)
+            space.js_internal = [(p, s) for p, s in space.js_internal if s is not sub]
 
-    def subscribe_internal(self, subject: str, handler: Any) -> Subscription:
-        """An internal subscription: ``handler.deliver(sub, subject, reply, hdr, payload)``
-        is called for each message."""
+    def subscribe_internal(self, subject: str, handler: Any,
+                           account: str | None = None) -> Subscription:
+        """An internal subscription in ``account`` (default: the home account):
+        ``handler.deliver(sub, subject, reply, hdr, payload)`` is called for each
+        message."""
+        space = self.home if account is None else self.space(account)
         sub = Subscription(handler, f"internal-{next(self._ids)}", subject)
-        self.interest.add(sub)
-        self._internal_subs.append(sub)
+        space.interest.add(sub)
+        space.internal_subs.append(sub)
         if subject.startswith("$JS.") and subject.endswith(".>"):
-            self._js_internal.append((subject[:-1], sub))
+            space.js_internal.append((subject[:-1], sub))
         return sub

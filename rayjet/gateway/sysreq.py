@@ -63,7 +63,7 @@ class SysRequests:
         gw = self.gateway
         handler = _Handler(self)
         for subject in (sr.PING, sr.PING + ".*", f"{sr.PREFIX}{gw.server_id}.*"):
-            self._subs.append(gw.subscribe_internal(subject, handler))
+            self._subs.append(gw.subscribe_internal(subject, handler, gw.system_account))
 
     def stop(self) -> None:
         for sub in self._subs:
@@ -79,8 +79,10 @@ class SysRequests:
         if name is None:
             # a name nats-server does not serve here: nobody answers, unless a client
             # listens on that subject too
-            if reply and gw.interest.sole_listener(sub):
-                gw.route(reply, None, no_responders_header(subject), b"")
+            space = gw.space(gw.system_account)
+            if reply and space.interest.sole_listener(sub):
+                gw.route(reply, None, no_responders_header(subject), b"",
+                         account=gw.system_account)
             return
         if not reply:
             if name != "STATSZ":
@@ -100,7 +102,7 @@ class SysRequests:
             log.exception("system request %s failed", name)
             return
         if body is not None:
-            self.gateway.route(reply, None, None, body)
+            self.gateway.route(reply, None, None, body, account=self.gateway.system_account)
 
     async def answer(self, name: str, payload: bytes) -> bytes | None:
         """The answer to a request for ``name`` with body ``payload`` (None: this gateway
