@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint sim bench clean natspy
+.PHONY: demo test lint sim bench clean natspy goldens
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -42,6 +42,11 @@ test: lint
 # nats.py 2.14.0's tests/test_js.py against the gateway, with a per-class report
 natspy: $(STAMP)
 	$(BIN)/python tests/natspy/run.py --report natspy-report.md
+
+# what nats-server answers the differential scenarios of nats.py and the JavaScript client
+# (tests/differential/goldens/), after changing a scenario or upgrading a server or client
+goldens: $(STAMP)
+	$(BIN)/python -m tests.differential.regenerate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info natspy-report.md

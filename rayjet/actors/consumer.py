@@ -251,6 +251,7 @@ class ConsumerReplica(GroupMembershipCalls):
         self._metrics_at = 0.0
         self._metrics_task: asyncio.Task | None = None
         self._fetches: dict[str, _Fetch] = {}
+        self._push_polls = 0  # push polls under way: a subscriber's interest, never inactive
         self._ready_index: int | None = None
         self._timer: asyncio.Task | None = None
         self._started = False
@@ -610,7 +611,7 @@ class ConsumerReplica(GroupMembershipCalls):
                     if not self.engine.num_waiting or await self._read_ahead(
                             READ_AHEAD_TIMER, watched=True):
                         self._serve_window(self.engine.serve)
-                if self.engine.is_inactive():
+                if self.engine.is_inactive() and not self._push_polls:
                     asyncio.get_running_loop().create_task(self._delete_self())
                 if time.monotonic() - self._metrics_at >= METRICS_EVERY and (
                         self._metrics_task is None or self._metrics_task.done()):
@@ -679,7 +680,14 @@ class ConsumerReplica(GroupMembershipCalls):
                 ops, _ = self._answer_ops(acks or [], ranges)
                 if ops:
                     self._commit(ops)
-                await self._push(fetch, reply, max_bytes, expires)
+                # a push poll comes while someone subscribes to the deliver subject: for
+                # inactive_threshold that is activity, as interest is on nats-server
+                self._push_polls += 1
+                try:
+                    await self._push(fetch, reply, max_bytes, expires)
+                finally:
+                    self._push_polls -= 1
+                    self.engine.touch()
             else:
                 fetch.eager = eager
                 await self._read_ahead(fetch.batch)

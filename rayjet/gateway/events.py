@@ -20,7 +20,11 @@ async def follow_events(bridge: Any, following: asyncio.Event) -> None:
         try:
             if hub is None:
                 hub = await bridge.call(event_hub.ensure_event_hub)
-            got = await bridge.call(event_hub.poll, hub, after, EVENTS_POLL)
+            # awaited, not a pool thread blocked in ray.get: a stopped gateway leaves no
+            # thread inside Ray (one there when Ray shuts down spins and holds up the exit)
+            got = await asyncio.wait_for(
+                asyncio.wrap_future(hub.since.remote(after, EVENTS_POLL).future()),
+                EVENTS_POLL + 30)
         except Exception:  # noqa: BLE001 - the hub restarts or Ray is busy: again soon
             hub = None
             await asyncio.sleep(RETRY_AFTER)

@@ -414,7 +414,8 @@ def consumer_create(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[st
         if cfg.filter_subject and cfg.filter_subject != subject_filter:
             raise APIError("consumer create request did not match filtered subject from "
                            "create subject", code=400, err_code=10131)
-    if not cfg.durable_name and cfg.inactive_threshold is None:
+    # nats.py sends 0 for "unset": nats-server gives either its default
+    if not cfg.durable_name and not cfg.inactive_threshold:
         cfg = dataclasses.replace(cfg, inactive_threshold=EPHEMERAL_INACTIVE)
     action = body.get("action", "")
     named = cfg.durable_name or cfg.name

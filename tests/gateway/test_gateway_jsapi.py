@@ -284,6 +284,8 @@ CONSUMER_CREATES = [
     ("durable", "CONSUMER.CREATE.{s}.D1", {"durable_name": "D1", "ack_policy": "explicit"}),
     ("named", "CONSUMER.CREATE.{s}.N1", {"name": "N1", "ack_policy": "explicit"}),
     ("ephemeral", "CONSUMER.CREATE.{s}", {"ack_policy": "none", "deliver_subject": "x.y"}),
+    ("zero threshold", "CONSUMER.CREATE.{s}.Z1",
+     {"name": "Z1", "ack_policy": "explicit", "inactive_threshold": 0}),
     ("legacy", "CONSUMER.DURABLE.CREATE.{s}.D2",
      {"durable_name": "D2", "ack_policy": "explicit", "filter_subject": "{s}.a"}),
 ]
@@ -319,3 +321,50 @@ def test_consumer_create_answers_as_nats_server(gateway, nats_server, stream_nam
     expected = asyncio.run(observe(nats_server.url))
     assert expected["named"]["config"]["inactive_threshold"] == 5_000_000_000
     assert asyncio.run(observe(f"nats://127.0.0.1:{gw.port}")) == expected
+
+
+def test_idle_ephemerals_of_nats_py_live_as_on_nats_server(gateway, nats_server, stream_name,  # noqa: F811
+                                                         drop_new_streams):  # noqa: F811
+    """nats.py asks for its ephemerals' inactive_threshold 0, which is nats-server's 5 s:
+    idle past it, push subscriptions (ordered, plain, a KV watch) stay while subscribed and
+    a pull consumer nobody pulls from is gone."""
+    gw = gateway()
+
+    async def observe(url: str) -> dict:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream(timeout=10)
+            await js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+            ordered = await js.subscribe(f"{stream_name}.>", ordered_consumer=True)
+            push = await js.subscribe(f"{stream_name}.>")
+            pull = await js.pull_subscribe(f"{stream_name}.>", durable=None,
+                                           stream=stream_name)
+            kv = await js.create_key_value(bucket=f"{stream_name}_kv")
+            watch = await kv.watchall()
+            assert await watch.updates(timeout=5) is None  # nothing there yet
+            await asyncio.sleep(8)
+            await js.publish(f"{stream_name}.a", b"x")
+            await kv.put("k", b"v")
+            out = {}
+            for label, call in (("ordered", lambda: ordered.next_msg(timeout=5)),
+                                ("push", lambda: push.next_msg(timeout=5)),
+                                ("watch", lambda: watch.updates(timeout=5)),
+                                ("pull", lambda: pull.fetch(1, timeout=2))):
+                try:
+                    await call()
+                    out[label] = "got it"
+                except Exception as e:  # noqa: BLE001 - the error is the observation
+                    out[label] = type(e).__name__
+            out["consumers"] = len(await js.consumers_info(stream_name))
+            await js.delete_key_value(f"{stream_name}_kv")
+            return out
+        finally:
+            await nc.close()
+
+    async def both() -> list[dict]:  # side by side: the wait is paid once
+        return await asyncio.gather(observe(nats_server.url),
+                                    observe(f"nats://127.0.0.1:{gw.port}"))
+
+    expected, got = asyncio.run(both())
+    assert expected["pull"] != "got it" and expected["consumers"] == 2
+    assert got == expected

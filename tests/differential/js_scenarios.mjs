@@ -1,8 +1,8 @@
 // Scenarios of the JavaScript NATS client, run the same way against nats-server and the
 // rayjet gateway: each prints what a user would observe (counts, values, error texts),
-// free of ids and times, as one JSON document; the Python test compares the two.
+// free of ids and times, as one JSON document (see clients.py).
 //
-//   node scenarios.mjs <nats url> <prefix> <scenario>...
+//   node js_scenarios.mjs <nats url> <prefix> <scenario>...
 import { connect } from "@nats-io/transport-node";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
