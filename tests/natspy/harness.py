@@ -10,8 +10,9 @@ the core tests' (SingleServerTestCase) has no JetStream, as their nats-server. `
 would: clients are disconnected, the streams stay.
 
 The server set-ups this harness cannot give (several servers clustered, TLS with the
-certificates of nats.py's repository, which its sdist does not ship, accounts from a config
-file) are test cases that skip, saying why.
+certificates of nats.py's repository, which its sdist does not ship, operator JWTs) are test
+cases that skip, saying why. Those with accounts and users (no_auth_user, an nkey user) get
+a gateway with a server configuration of this harness's own giving what the tests expect.
 
 tests/natspy/run.py copies this file to ``tests/utils.py`` of the unpacked sdist.
 """
@@ -24,9 +25,11 @@ import tempfile
 import tracemalloc
 import unittest
 import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
+from pathlib import Path
 
 __all__ = ["SingleServerTestCase", "SingleJetStreamServerTestCase",
-           "SingleJetStreamServerLimitsTestCase", "async_test", "async_long_test", "NATSD"]
+           "SingleJetStreamServerLimitsTestCase", "async_test", "async_long_test", "NATSD",
+           "get_config_file"]
 
 _JS = None
 
@@ -55,8 +58,10 @@ class NATSD:
     """A rayjet gateway in this process, in nats.py's NATSD shape."""
 
     def __init__(self, port: int = 4222, with_jetstream: bool = True, config_file=None,
-                 domain: str | None = None, http_port: int = 8222, **_ignored) -> None:
+                 domain: str | None = None, http_port: int = 8222, tls=None,
+                 **_ignored) -> None:
         self.port = port
+        self.tls = tls
         self.http_port = http_port
         self.with_jetstream = with_jetstream
         self.config_file = config_file
@@ -73,7 +78,9 @@ class NATSD:
         self._fresh = False
         self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port,
                                                        domain=self.domain,
-                                                       http_port=self.http_port))
+                                                       http_port=self.http_port,
+                                                       config=self.config_file,
+                                                       tls=self.tls))
         self.thread.start()
         return self
 
@@ -118,9 +125,75 @@ MultiTLSServerAuthTestCase = _cannot(_CLUSTER)
 TLSServerTestCase = _cannot("needs the certificates of nats.py's repository "
                             "(tests/certs), which its sdist does not ship")
 TLSServerHandshakeFirstTestCase = TLSServerTestCase
-NoAuthUserServerTestCase = _cannot("needs accounts and users from a server config file")
 TrustedServerOperatorTestCase = _cannot("needs operator JWTs from nats.py's repository")
-NkeysServerTestCase = _cannot("needs nkeys from nats.py's repository")
+TrustedServerTestCase = _cannot("needs operator JWTs from nats.py's repository")
+
+# NoAuthUserClientTest: on port 4555, a client without credentials is "foo"; "bar" (another
+# account) may subscribe to nothing
+_NO_AUTH_USER = """
+accounts {
+  A: { users: [ {user: foo, password: foo} ] }
+  B: { users: [ {user: bar, password: bar, permissions: {subscribe: {deny: ">"}}} ] }
+}
+no_auth_user: foo
+"""
+
+
+def _config_file(text: str) -> str:
+    path = os.path.join(tempfile.mkdtemp(prefix="rayjet-natspy-conf-"), "server.conf")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class NoAuthUserServerTestCase(SingleServerTestCase):
+    def setUp(self):
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        server = NATSD(port=4555, with_jetstream=False, http_port=8555,
+                       config_file=_config_file(_NO_AUTH_USER))
+        self.server_pool.append(server)
+        server.start()
+
+
+class NkeysServerTestCase(SingleServerTestCase):
+    """ClientNkeysAuthTest: an nkey user (its seed in ``nkeys/foo-user.nk`` beside this
+    file, made here) that may not subscribe to ``bar``, over TLS (a self-signed certificate
+    the client trusts through SSL_CERT_FILE)."""
+
+    def setUp(self):
+        import ssl
+
+        from tests.rayjet_tls_certs import self_signed
+
+        from rayjet.auth.nkeys import KeyPair
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        os.makedirs(os.path.join(here, "nkeys"), exist_ok=True)
+        user = KeyPair.create("U")
+        with open(os.path.join(here, "nkeys", "foo-user.nk"), "w") as f:
+            f.write(user.seed)
+        certs = tempfile.mkdtemp(prefix="rayjet-natspy-tls-")
+        cert, key = self_signed(Path(certs), "localhost", ips=("127.0.0.1",))
+        self._cert_env = os.environ.get("SSL_CERT_FILE")
+        os.environ["SSL_CERT_FILE"] = str(cert)
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(str(cert), str(key))
+        conf = ("authorization { users: [ {nkey: " + user.public_key
+                + ", permissions: {subscribe: {deny: \"bar\"}}} ] }")
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        server = NATSD(port=4222, with_jetstream=False, config_file=_config_file(conf),
+                       tls=ctx)
+        self.server_pool.append(server)
+        server.start()
+
+    def tearDown(self):
+        super().tearDown()
+        if self._cert_env is None:
+            os.environ.pop("SSL_CERT_FILE", None)
+        else:
+            os.environ["SSL_CERT_FILE"] = self._cert_env
 
 
 class SingleJetStreamServerTestCase(SingleServerTestCase):
@@ -165,6 +238,11 @@ class SingleJetStreamServerLimitsTestCase(SingleJetStreamServerTestCase):
 
         super().tearDown()
         _rayjet().set_account_limits(AccountLimits())
+
+
+def get_config_file(file_path: str) -> str:
+    """A file beside the tests (the nkeys server case writes its seed there)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), file_path)
 
 
 def async_test(test_case_fun, timeout=5):

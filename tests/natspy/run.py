@@ -52,7 +52,8 @@ def fetch_sdist(version: str) -> Path:
 # the sdist's test files that talk to a server; test cases needing set-ups a gateway cannot
 # give (several servers, TLS certificates the sdist does not ship) skip, saying why
 FILES = ["tests/test_js.py", "tests/test_client.py", "tests/test_client_async_await.py",
-         "tests/test_client_v2.py", "tests/test_micro_service.py"]
+         "tests/test_client_v2.py", "tests/test_micro_service.py",
+         "tests/test_client_nkeys.py"]
 DESELECT = "not ClientUtilsTest"  # the client's URL parsing: no server involved
 
 
@@ -118,6 +119,8 @@ def main() -> int:
     args = ap.parse_args()
     root = fetch_sdist(args.version)
     shutil.copy(HERE / "harness.py", root / "tests" / "utils.py")
+    # the harness's TLS certificates for the nkeys server case
+    shutil.copy(HERE.parent / "tls_certs.py", root / "tests" / "rayjet_tls_certs.py")
     (root / "tests" / "__init__.py").touch()
     xml_path = root / "results.xml"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."]),
