@@ -41,10 +41,12 @@ from rayjet.api.metadata import MsgMetadata
 from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE
 from rayjet.errors import (
     APIError,
+    AuthorizationError,
     BadRequestError,
     ConsumerNotFoundError,
     NoMessagesError,
     NotFoundError,
+    PermissionViolationError,
     ServiceUnavailableError,
 )
 from rayjet.errors import TimeoutError as AnswerTimeout
@@ -93,7 +95,9 @@ def _status(block: bytes) -> tuple[int, str, dict[str, str]]:
 class Requester:
     """One connection to a NATS server; requests are answered on ``<inbox>.<n>``."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, *, name: str = "rayjet-cli",
+                 credentials: dict[str, Any] | None = None, nkey_seed: str | None = None,
+                 any_server: bool = False) -> None:
         parts = urlsplit(url if "://" in url else f"nats://{url}")
         try:
             port = parts.port or 4222
@@ -116,7 +120,7 @@ class Requester:
             self.sock.settimeout(GREETING_TIMEOUT)
             line = self._line()
             info = json.loads(line[5:]) if line.startswith(b"INFO ") else {}
-            if info.get("go") != "rayjet":
+            if info.get("go") != "rayjet" and not any_server:
                 raise NoGateway("not a rayjet gateway")
             if info.get("tls_required") or parts.scheme == "tls":
                 # as NATS clients do: the handshake follows the plain-text INFO
@@ -125,12 +129,19 @@ class Requester:
             self.max_payload = int(info.get("max_payload") or 1024 * 1024)
             connect: dict[str, Any] = {"verbose": False, "pedantic": False, "headers": True,
                                        "no_responders": True, "protocol": 1,
-                                       "name": "rayjet-cli", "lang": "python",
+                                       "name": name, "lang": "python",
                                        "tls_required": isinstance(self.sock, ssl.SSLSocket)}
             if parts.username and parts.password is not None:
                 connect.update(user=unquote(parts.username), **{"pass": unquote(parts.password)})
             elif parts.username:
                 connect["auth_token"] = unquote(parts.username)
+            connect.update(credentials or {})
+            if nkey_seed is not None:
+                from rayjet.auth.nkeys import KeyPair
+
+                key = KeyPair(nkey_seed)
+                connect["nkey"] = key.public_key
+                connect["sig"] = key.sign(str(info.get("nonce", "")).encode())
             self.inbox = "_INBOX." + secrets.token_hex(11)
             self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n"
                               + f"SUB {self.inbox}.* 1\r\n".encode())
@@ -144,6 +155,12 @@ class Requester:
                     raise
                 if line == b"PONG":
                     break
+                if line.startswith(b"-ERR") and b"Authorization Violation" in line:
+                    raise AuthorizationError(
+                        f"the gateway at {url} refused these credentials",
+                        hint=f"give a user of its configuration (for the CLI: "
+                             f"{GATEWAY_ENV}=nats://user:pass@host:port or token@), or "
+                             f"{GATEWAY_ENV}=off for the Ray path")
                 if line.startswith(b"-ERR"):
                     # a gateway that wants other credentials: an error, not a fallback
                     raise ServiceUnavailableError(
@@ -212,7 +229,10 @@ class Requester:
             if verb == b"PING":
                 self.sock.sendall(b"PONG\r\n")
             elif verb == b"-ERR":
-                raise ServiceUnavailableError(f"gateway error: {rest.decode()}")
+                text = rest.decode().strip().strip("'")
+                if text.startswith("Permissions Violation"):
+                    raise PermissionViolationError(text[len("Permissions Violation for "):])
+                raise ServiceUnavailableError(f"gateway error: {text}")
 
     # -- requests ----------------------------------------------------------------------------
     def send(self, subject: str, payload: bytes = b"", headers: dict[str, str] | None = None
@@ -320,6 +340,31 @@ def _tls(sock: socket.socket, host: str, url: str, wants_cert: bool = False
             f"trust: {exc.verify_message or exc}",
             hint=f"set {CA_ENV}=ca.pem (the CA that signed the gateway's certificate), "
                  f"or {GATEWAY_ENV}=off for the Ray path") from None
+
+
+def connect_user(url: str, *, user: str | None = None, password: str | None = None,
+                 token: str | None = None, nkey_seed: str | None = None,
+                 timeout: float = 10.0) -> GatewayJetStream:
+    """A JetStream API acting as one user of the gateway at ``url`` (``rayjet.connect`` with
+    credentials): the gateway decides what this user's account holds and what it may do."""
+    creds: dict[str, Any] = {}
+    if user is not None or password is not None:
+        creds.update(user=user or "", **{"pass": password or ""})
+    if token is not None:
+        creds["auth_token"] = token
+    if nkey_seed is not None:
+        from rayjet.auth.nkeys import KeyPair
+
+        try:
+            KeyPair(nkey_seed)
+        except ValueError:
+            raise BadRequestError("nkey_seed is not an nkey seed (SU...)") from None
+    try:
+        requester = Requester(url, timeout, name="rayjet-python", credentials=creds,
+                              nkey_seed=nkey_seed, any_server=True)
+    except NoGateway as exc:
+        raise ServiceUnavailableError(f"no NATS server answers at {url}: {exc}") from None
+    return GatewayJetStream(requester)
 
 
 def find_gateway(timeout: float = 10.0) -> Requester | None:
@@ -509,8 +554,18 @@ class GatewayJetStream:
                     answers.append(err)
         return answers
 
-    def pull_subscribe(self, durable: str, stream: str, **_: Any) -> PullSubscription:
-        """An existing pull consumer to fetch from (the CLI's `consumer next` and `sub`)."""
+    def pull_subscribe(self, subject: str | None = None, durable: str | None = None,
+                       stream: str | None = None, **_: Any) -> PullSubscription:
+        """An existing pull consumer to fetch from (the CLI's `consumer next` and `sub`), as
+        :meth:`rayjet.client.JetStream.pull_subscribe` binds one (its stream by ``subject``
+        when not named)."""
+        if not durable:
+            raise BadRequestError("through a gateway, pull_subscribe binds an existing "
+                                  "consumer: name it with durable=")
+        if stream is None:
+            if subject is None:
+                raise BadRequestError("pull_subscribe needs a subject or a stream")
+            stream = self.find_stream_name_by_subject(subject)
         return PullSubscription(self.nc, stream, durable)
 
     def find_stream_name_by_subject(self, subject: str) -> str:

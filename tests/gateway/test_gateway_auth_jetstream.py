@@ -91,3 +91,40 @@ def test_a_read_only_user_is_refused_as_on_nats_server(gateway, drop_new_streams
     gw = gateway(config=str(conf))
     got = asyncio.run(_scenario(f"nats://127.0.0.1:{gw.port}"))
     assert got == expected
+
+
+def test_the_python_api_as_a_user(gateway, drop_new_streams, tmp_path):  # noqa: F811
+    """``rayjet.connect(url, user=..., password=...)`` acts within that user's permissions:
+    the reader fetches and acks its consumer; its publish is refused with a typed error."""
+    import rayjet
+    from rayjet.errors import AuthorizationError, PermissionViolationError
+    from rayjet.errors import TimeoutError as RayjetTimeout
+
+    conf = tmp_path / "server.conf"
+    conf.write_text(ACCOUNTS)
+    gw = gateway(config=str(conf))
+    url = f"nats://127.0.0.1:{gw.port}"
+    admin = rayjet.connect(url, user="admin", password="admin")
+    reader = rayjet.connect(url, user="reader", password="reader")
+    try:
+        admin.add_stream(name=STREAM, subjects=[f"{STREAM}.>"])
+        for i in range(6):
+            admin.publish(f"{STREAM}.o", f"m{i}".encode())
+        admin.add_consumer(STREAM, durable_name="READER", ack_policy="explicit")
+        sub = reader.pull_subscribe(f"{STREAM}.>", durable="READER", stream=STREAM)
+        got = sub.fetch(3, timeout=5)
+        for m in got:
+            m.ack_sync()
+        assert [m.data for m in got] == [b"m0", b"m1", b"m2"]
+        assert reader.consumer_info(STREAM, "READER").ack_floor.stream_seq == 3
+        with pytest.raises((PermissionViolationError, RayjetTimeout)):
+            reader.publish(f"{STREAM}.o", b"x")
+        with pytest.raises((PermissionViolationError, RayjetTimeout)):
+            reader.delete_stream(STREAM)
+        assert admin.stream_info(STREAM).state.messages == 6
+    finally:
+        reader.close()
+        admin.delete_stream(STREAM)
+        admin.close()
+    with pytest.raises(AuthorizationError):
+        rayjet.connect(url, user="reader", password="wrong")

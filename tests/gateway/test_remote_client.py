@@ -11,7 +11,12 @@ import time
 import nats
 import pytest
 
-from rayjet.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from rayjet.errors import (
+    AuthorizationError,
+    BadRequestError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from rayjet.gateway import Gateway, GatewayOptions
 from rayjet.gateway.remote import GatewayJetStream, Requester, find_gateway
 
@@ -118,7 +123,7 @@ def test_finding_a_gateway(core_gateway, monkeypatch):
 
 def test_requests_auth_and_statuses(core_gateway):
     port = core_gateway(token="s3cret")
-    with pytest.raises(ServiceUnavailableError, match="Authorization Violation"):
+    with pytest.raises(AuthorizationError, match="refused these credentials"):
         Requester(f"nats://wrong@127.0.0.1:{port}")
     nc = Requester(f"nats://s3cret@127.0.0.1:{port}", timeout=5)
     try:
