@@ -5,6 +5,8 @@ from __future__ import annotations
 import bcrypt
 import nkeys as reference_nkeys
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rayjet.auth import GLOBAL, ServerAuth, parse
 from rayjet.auth.nkeys import KeyPair, decode_public, is_public_key, verify
@@ -115,3 +117,26 @@ def test_the_readme_configuration_reads():
     assert reader.permissions.can_publish("$JS.ACK.ORDERS.reader.1.2.3.4.5")
     assert not reader.permissions.can_publish("orders.new")
     assert a.jetstream_of("ORDERS") is not None and a.jetstream_of("AUDIT") is None
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=40),
+                    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5),
+                                                                           st.integers(),
+                                                                           max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(connect=st.dictionaries(st.sampled_from(["user", "pass", "auth_token", "nkey", "sig",
+                                                "jwt", "name"]), _VALUES, max_size=5),
+       nonce=st.one_of(st.none(), st.binary(max_size=30)))
+def test_a_strangers_connect_is_refused_or_accepted_never_an_exception(connect, nonce):
+    for a in (_FUZZ_AUTH, _FUZZ_NO_AUTH_USER):
+        ident = a.authenticate(connect, nonce)
+        assert ident is None or ident.account in a.accounts
+
+
+_FUZZ_KEY = KeyPair.create("U")
+_FUZZ_AUTH = auth(f"""accounts {{ A: {{ users: [ {{user: u, password: "{HASH}"}},
+                                            {{nkey: {_FUZZ_KEY.public_key}}} ] }} }}""")
+_FUZZ_NO_AUTH_USER = auth("authorization { users: [ {user: anon, password: x} ] }\n"
+                          "no_auth_user: anon")
