@@ -390,6 +390,8 @@ ERRORS: dict[str, ErrorSpec] = _rows(
     E("NO_MESSAGES", 404, 0, "no messages", "nothing is pending; fetch again later"),
     E("AUTHORIZATION_VIOLATION", 401, 0, "Authorization Violation: {err}",
       "give this process the cluster's credentials (for Ray: its auth token)"),
+    E("JETSTREAM_NOT_ENABLED_FOR_ACCOUNT", 503, 10039, "JetStream not enabled for account",
+      "enable JetStream in this account in the server configuration (jetstream: enabled)"),
     E("PERMISSIONS_VIOLATION", 403, 0, "Permissions Violation for {err}",
       "the user's permissions in the server configuration decide what it may publish and "
       "subscribe to"),

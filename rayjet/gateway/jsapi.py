@@ -596,6 +596,22 @@ def route_for(tokens: list[str]) -> tuple[Handler, str] | None:
     return None
 
 
+def not_enabled(tokens: list[str]) -> dict[str, Any] | None:
+    """nats-server's answer to an API request from an account without JetStream (None:
+    a subject it does not serve)."""
+    hit = route_for(tokens)
+    if hit is None:
+        return None
+    out = error_response(error_for("JETSTREAM_NOT_ENABLED_FOR_ACCOUNT"), hit[1])
+    if hit[1] in _PAGED_KINDS:  # their response types embed the paging fields
+        out.update(total=0, offset=0, limit=0)
+    return out
+
+
+_PAGED_KINDS = {"stream_info_response", "stream_names_response", "stream_list_response",
+                "consumer_names_response", "consumer_list_response"}
+
+
 def answer(js: Any, tokens: list[str], payload: bytes, hdr: bytes | None = None
            ) -> dict[str, Any] | None:
     """The response document of one API request (``tokens`` after ``$JS.API.``, ``hdr``

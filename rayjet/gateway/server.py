@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import secrets
 import ssl
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 # on the version INFO reports)
 SERVER_VERSION = "2.15.1"
 SLOW_CONSUMER_BYTES = 64 * 1024 * 1024  # a client this far behind is cut off
+JS_API = "$JS.API."
 
 
 def no_responders_header(subject: str) -> bytes:
@@ -415,6 +417,7 @@ class Gateway:
         self.connections: set[Connection] = set()
         self.server_id = "RJ" + secrets.token_hex(10).upper()
         self.bridge = bridge if js_account is not None else None
+        self.jetstream_served = bridge is not None  # to some account, or none configured
         self._ids = itertools.count(1)
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -605,6 +608,16 @@ class Gateway:
                 if subject.startswith(prefix) and space.interest.sole_listener(sub):
                     sub.owner.deliver(sub, subject, reply, hdr, payload)
                     return True
+        if space.bridge is None and self.jetstream_served and reply and \
+                subject.startswith(JS_API) and not space.interest.has_interest(subject):
+            # JetStream runs, not for this account: its requests get nats-server's 10039
+            from rayjet.gateway.jsapi import not_enabled
+
+            doc = not_enabled(subject[len(JS_API):].split("."))
+            if doc is not None:
+                self.route(reply, None, None, json.dumps(doc, separators=(",", ":")).encode(),
+                           account=space.name)
+                return True
         delivered = self.route(subject, reply, hdr, payload, origin, account=space.name)
         if self.crossings.services:
             delivered += self._to_service(space, subject, reply, hdr, payload, origin)

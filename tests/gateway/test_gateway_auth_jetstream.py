@@ -128,3 +128,39 @@ def test_the_python_api_as_a_user(gateway, drop_new_streams, tmp_path):  # noqa:
         admin.close()
     with pytest.raises(AuthorizationError):
         rayjet.connect(url, user="reader", password="wrong")
+
+
+def test_an_account_without_jetstream_is_told_so(gateway, tmp_path):  # noqa: F811
+    """nats-server's 10039 "JetStream not enabled for account" for each API request of an
+    account that has none, whatever the request."""
+    from tests.gateway.test_gateway_auth import Client
+
+    config = ACCOUNTS.replace("accounts {", "accounts {\n  PLAIN: { users: [ "
+                              "{user: plain, password: p} ] }")
+
+    def answers(port: int) -> list[str]:
+        c = Client(port, user="plain", **{"pass": "p"})
+        c.send("SUB _INBOX.p.* 1", "PUB $JS.API.INFO _INBOX.p.1 0", "",
+               f"PUB $JS.API.STREAM.INFO.{STREAM} _INBOX.p.2 0", "",
+               "PUB $JS.API.NOT.A.THING _INBOX.p.3 0", "")
+        c.sock.settimeout(10)
+        got = []
+        while len(got) < 2:  # the two answers, whenever they come
+            line = c.line()
+            if line.startswith("MSG "):
+                got.append(line)
+        c.send("PUB $JS.API.INFO _INBOX.p.4 0", "")  # after the third request: its answer
+        line = c.line()                              # comes first, or there is none
+        while not line.startswith("MSG "):
+            line = c.line()
+        assert line.startswith("MSG _INBOX.p.4 ")  # nothing for the unknown API's request
+        c.close()
+        return sorted(got)
+
+    with NatsServer(config=config) as server:
+        expected = answers(server.port)
+    assert any("10039" in line for line in expected)
+    conf = tmp_path / "server.conf"
+    conf.write_text(config)
+    gw = gateway(config=str(conf))
+    assert answers(gw.port) == expected
