@@ -120,17 +120,30 @@ class ServerAuth:
         self.system_account = SYSTEM
         self.timeout = 2.0
         self.accounts_configured = False
+        # the configuration's tls block (cert_file, key_file, ca_file, verify,
+        # verify_and_map); with verify_and_map a client's certificate names its user
+        self.tls: dict[str, Any] = {}
+        self.tls_map = False
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.users or self.nkey_users or self.token)
+        return bool(self.users or self.nkey_users or self.token or self.tls_map)
 
     @property
     def needs_nonce(self) -> bool:
         return bool(self.nkey_users)
 
-    def authenticate(self, connect: dict[str, Any], nonce: bytes | None) -> Identity | None:
-        """The identity these CONNECT options prove, or None (an Authorization Violation)."""
+    def authenticate(self, connect: dict[str, Any], nonce: bytes | None,
+                     cert_names: list[str] | None = None) -> Identity | None:
+        """The identity these CONNECT options prove, or None (an Authorization Violation).
+        ``cert_names``: what the client's verified TLS certificate says it is (its email and
+        DNS names, then its subject), for ``verify_and_map``."""
+        if self.tls_map:
+            for name in cert_names or ():
+                user = self.users.get(name)
+                if user is not None:
+                    return self._identity(user)
+            return None
         if not self.auth_required:
             return Identity(GLOBAL)
         nk = connect.get("nkey")
@@ -186,6 +199,9 @@ class ServerAuth:
                 auth.no_auth_user = _string(value, key)
             elif k == "system_account":
                 auth.system_account = _string(value, key)
+            elif k == "tls":
+                auth.tls = _tls(value)
+                auth.tls_map = bool(auth.tls.get("verify_and_map"))
         if single is not None:
             if auth.accounts_configured and any(a.users for a in auth.accounts.values()):
                 raise ServerConfigError("authorization: can not have a single user/pass and "
@@ -302,6 +318,34 @@ def _seconds(value: Any, where: str) -> float:
     if isinstance(value, str):
         return parse_duration(value, where)
     raise ServerConfigError(f"{where}: expected seconds or a duration")
+
+
+def _tls(doc: Any) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ServerConfigError("tls: expected a map (cert_file, key_file, ca_file, verify, "
+                                "verify_and_map)")
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        k = key.lower()
+        if k in ("cert_file", "key_file", "ca_file"):
+            out[k] = _string(value, f"tls.{key}")
+        elif k in ("verify", "verify_and_map"):
+            if not isinstance(value, bool):
+                raise ServerConfigError(f"tls.{key}: expected true or false")
+            out[k] = value
+        elif k in ("timeout", "handshake_first", "cipher_suites", "curve_preferences",
+                   "min_version", "insecure"):
+            continue  # nats-server's tuning: the gateway keeps its own
+        else:
+            raise ServerConfigError(f"tls: unknown field {key!r}")
+    if ("cert_file" in out) != ("key_file" in out):
+        raise ServerConfigError("tls: cert_file and key_file go together")
+    if (out.get("verify") or out.get("verify_and_map")) and "ca_file" not in out:
+        raise ServerConfigError("tls: verify needs ca_file (the CA that signs client "
+                                "certificates)")
+    if "cert_file" not in out:
+        raise ServerConfigError("tls: cert_file and key_file are required")
+    return out
 
 
 def _user(doc: Any, account: str, where: str) -> User:

@@ -181,10 +181,12 @@ def checked_config(path: Path | None) -> str | None:
         return None
     from rayjet.auth import ServerAuth, parse_file
     from rayjet.errors import ServerConfigError
-    from rayjet.gateway.accounts import jetstream_account
+    from rayjet.gateway.accounts import jetstream_account, tls_from_config
 
     try:
-        jetstream_account(ServerAuth.from_config(parse_file(path)))
+        auth = ServerAuth.from_config(parse_file(path))
+        jetstream_account(auth)
+        tls_from_config(auth)  # its certificate files load
     except ServerConfigError as exc:
         c.usage_error(exc.description)
     return str(path.resolve())

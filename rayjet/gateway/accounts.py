@@ -50,6 +50,45 @@ def subscribe_violation(subject: str, queue: str | None, sid: str | None = None)
     return text
 
 
+def certificate_names(ssl_object: Any) -> list[str]:
+    """What a verified client certificate says its holder is, in the order nats-server's
+    verify_and_map looks for a user: email addresses, DNS names, then the subject
+    (``CN=alice,O=Acme``)."""
+    if ssl_object is None:
+        return []
+    der = ssl_object.getpeercert(binary_form=True)
+    if not der:
+        return []
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der)
+    names: list[str] = []
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names += san.get_values_for_type(x509.RFC822Name)
+        names += san.get_values_for_type(x509.DNSName)
+    except x509.ExtensionNotFound:
+        pass
+    names.append(cert.subject.rfc4514_string())
+    return names
+
+
+def tls_from_config(auth: ServerAuth) -> Any:
+    """The server TLS context the configuration's tls block asks for, or None."""
+    if not auth.tls:
+        return None
+    from rayjet.gateway.server import tls_context
+
+    t = auth.tls
+    verify = t.get("verify") or t.get("verify_and_map")
+    try:
+        return tls_context(t["cert_file"], t["key_file"], t.get("ca_file") if verify else None)
+    except (OSError, ValueError) as exc:
+        from rayjet.errors import ServerConfigError
+
+        raise ServerConfigError(f"tls: the certificate files cannot be loaded: {exc}") from None
+
+
 def auth_from_options(options: Any) -> ServerAuth:
     """The gateway's accounts and users: from its configuration file when it has one, else
     from its single token or user/password (or none: no authentication)."""

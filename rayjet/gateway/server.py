@@ -30,10 +30,12 @@ from rayjet.gateway.accounts import (
     Guard,
     Space,
     auth_from_options,
+    certificate_names,
     jetstream_account,
     publish_violation,
     request_info,
     subscribe_violation,
+    tls_from_config,
 )
 from rayjet.gateway.interest import Interest, Subscription
 from rayjet.gateway.monitor_docs import MAX_CLOSED, ServerStats, Traffic
@@ -314,7 +316,7 @@ class Connection:
         return True
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        identity = self.gateway.auth.authenticate(options, self.nonce)
+        identity = self.gateway.auth.authenticate(options, self.nonce, self._cert_names())
         if identity is None:
             self.send(P.err(P.AUTH_VIOLATION))
             self.reason = "Authentication Failure"
@@ -347,13 +349,19 @@ class Connection:
         if sub is not None:
             self.space.interest.remove(sub)
 
+    def _cert_names(self) -> list[str] | None:
+        if not self.gateway.auth.tls_map:
+            return None
+        return certificate_names(self.writer.get_extra_info("ssl_object"))
+
     def recheck(self) -> bool:
         """After a configuration reload: False when this client's credentials no longer
         hold (it is told and closed by the caller); subscriptions its new permissions
         refuse are ended, each with nats-server's violation."""
         if not self.connected:
             return True
-        identity = self.gateway.auth.authenticate(self.connect_options, self.nonce)
+        identity = self.gateway.auth.authenticate(self.connect_options, self.nonce,
+                                                  self._cert_names())
         if identity is None or identity.account != self.space.name:
             return False
         self.guard = Guard(identity)
@@ -407,6 +415,8 @@ class Gateway:
     def __init__(self, options: GatewayOptions | None = None, bridge: Any = None) -> None:
         self.options = options or GatewayOptions()
         self.auth = auth_from_options(self.options)
+        if self.options.tls is None and self.auth.tls:
+            self.options.tls = tls_from_config(self.auth)
         self.crossings = Crossings(self.auth)
         self.spaces: dict[str, Space] = {}
         self.default_space = self.space(GLOBAL)
