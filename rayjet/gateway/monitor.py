@@ -202,8 +202,8 @@ class Monitor:
         if name in ("subsz", "subscriptionsz"):
             return 200, docs.subsz(sid, gw.subscriptions(), gw.interest_counters(), query, now)
         if name == "accountz":
-            return 200, docs.accountz(sid, query, connections=len(live), subscriptions=n_subs,
-                                      jetstream=gw.bridge is not None, now=now,
+            return 200, docs.accountz(sid, query, accounts=gw.account_counts(live),
+                                      system_account=gw.auth.system_account, now=now,
                                       counters=gw.interest_counters())
         if name == "accstatz":
             return 200, docs.accstatz(sid, gw.stats, connections=len(live),

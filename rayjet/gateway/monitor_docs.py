@@ -205,8 +205,14 @@ def connection_doc(conn: Any, now: float) -> dict[str, Any]:
     return doc
 
 
-def _sub_detail(sub: Any, cid: int) -> dict[str, Any]:
-    d: dict[str, Any] = {"account": ACCOUNT, "account_tag": ACCOUNT, "subject": sub.subject}
+def _sub_detail(sub: Any, cid: int, with_account: bool = True) -> dict[str, Any]:
+    """A subscription as ``/subsz`` lists it (``/connz`` leaves out the account: the
+    connection names it)."""
+    space = getattr(sub.owner, "space", None)
+    account = space.name if space is not None else ACCOUNT
+    d: dict[str, Any] = ({"account": account, "account_tag": account} if with_account
+                         else {})
+    d["subject"] = sub.subject
     if sub.queue:
         d["qgroup"] = sub.queue
     d.update({"sid": sub.sid, "msgs": sub.delivered, "cid": cid})
@@ -253,12 +259,18 @@ def connz(server_id: str, live: Iterable[Any], closed: Iterable[dict[str, Any]],
     for doc, conn in page:
         if subs and conn is not None:
             if subs == "detail":
-                doc["subscriptions_list_detail"] = [_sub_detail(s, conn.cid)
+                doc["subscriptions_list_detail"] = [_sub_detail(s, conn.cid, False)
                                                     for s in conn.subs.values()]
             elif query_flag(query, "subs"):
                 doc["subscriptions_list"] = sorted(s.subject for s in conn.subs.values())
         if auth:
-            doc["name_tag"] = ACCOUNT  # the account's name (nats-server names $G so too)
+            account = conn.space.name if conn is not None else doc.get("account", ACCOUNT)
+            user = conn.guard.identity.user if conn is not None else None
+            if user:
+                doc["authorized_user"] = user
+            if conn is not None and conn.gateway.auth.auth_required:
+                doc["account"] = account
+            doc["name_tag"] = account  # the account's name (nats-server names $G so too)
         out.append(doc)
     return {"server_id": server_id, "now": rfc3339(now), "num_connections": len(out),
             "total": len(docs), "offset": offset, "limit": limit, "connections": out}
@@ -286,28 +298,30 @@ def subsz(server_id: str, subs: list[tuple[Any, int]], counters: dict[str, float
     return doc
 
 
-def accountz(server_id: str, query: dict[str, str], *, connections: int,
-             subscriptions: int, jetstream: bool, now: float,
+def accountz(server_id: str, query: dict[str, str], *,
+             accounts: dict[str, tuple[int, int, bool]], system_account: str, now: float,
              counters: dict[str, float] | None = None) -> dict[str, Any]:
-    """``/accountz``: the accounts; with ``acc=<name>`` that account (``counters``: the
-    subscription counters of ``/subsz``, the global account's ``sublist_stats``)."""
+    """``/accountz``: the accounts (``accounts``: name -> client connections,
+    subscriptions, JetStream on); with ``acc=<name>`` that account (``counters``: the
+    subscription counters of ``/subsz``, for the global account's ``sublist_stats``)."""
     doc: dict[str, Any] = {"server_id": server_id, "now": rfc3339(now),
-                           "system_account": SYSTEM_ACCOUNT}
+                           "system_account": system_account}
     acc = query.get("acc")
     if not acc:
-        doc["accounts"] = [ACCOUNT, SYSTEM_ACCOUNT]
+        doc["accounts"] = sorted(accounts)
         return doc
-    if acc not in (ACCOUNT, SYSTEM_ACCOUNT):
+    if acc not in accounts:
         raise BadRequestError(f"account {acc!r} not found")
+    connections, subscriptions, jetstream = accounts[acc]
     detail: dict[str, Any] = {"account_name": acc, "update_time": rfc3339(now)}
-    if acc == SYSTEM_ACCOUNT:
+    if acc == system_account:
         detail["is_system"] = True  # nats-server leaves it out when false
     detail.update({
         "expired": False, "complete": True,
-        "jetstream_enabled": jetstream and acc == ACCOUNT,
+        "jetstream_enabled": jetstream,
         "leafnode_connections": 0,
-        "client_connections": connections if acc == ACCOUNT else 0,
-        "subscriptions": subscriptions if acc == ACCOUNT else 0,
+        "client_connections": connections,
+        "subscriptions": subscriptions,
         "name_tag": acc,
     })
     if acc == ACCOUNT and counters is not None:

@@ -583,6 +583,19 @@ class Gateway:
         return out + [(sub, 0) for space in self.spaces.values()
                       for sub in space.internal_subs]
 
+    def account_counts(self, live: list[Connection]) -> dict[str, tuple[int, int, bool]]:
+        """Each account's client connections, subscriptions and whether JetStream serves
+        it (for /accountz); the gateway's own handlers count in their account."""
+        names = set(self.auth.accounts) | {GLOBAL, self.auth.system_account}
+        out = {n: [0, 0, self.space(n).bridge is not None] for n in names}
+        for conn in live:
+            entry = out.setdefault(conn.space.name, [0, 0, False])
+            entry[0] += 1
+            entry[1] += len(conn.subs)
+        for name, space in self.spaces.items():
+            out.setdefault(name, [0, 0, False])[1] += len(space.internal_subs)
+        return {n: (c, s, js) for n, (c, s, js) in out.items()}
+
     def subscription_count(self) -> int:
         return sum(len(c.subs) for c in self.connections) + sum(
             len(space.internal_subs) for space in self.spaces.values())

@@ -365,6 +365,60 @@ def test_an_import_its_exporter_does_not_allow_is_refused_by_both(tmp_path):
         GatewayThread(None, GatewayOptions(port=0, config=str(conf))).start()
 
 
+
+def _monitor_view(port: int, http_port: int) -> dict:
+    import base64
+
+    from tests.gateway import test_monitor
+
+    # the gateway's monitor asks for a user's credentials (nats-server's asks for none)
+    basic = {"Authorization": "Basic " + base64.b64encode(b"a:a").decode()}
+
+    def get(port: int, path: str):
+        return test_monitor.get(port, path, basic)
+
+    a = Client(port, user="a", **{"pass": "a"})
+    ro = Client(port, user="ro", **{"pass": "ro"})
+    b = Client(port, user="b", **{"pass": "b-pass"})
+    a.send("SUB x 1", "SUB y 2")
+    for c in (a, ro, b):
+        c.sync()
+    listed = get(http_port, "/accountz")[1]["accounts"]
+    detail = {acc: get(http_port, f"/accountz?acc={acc}")[1]["account_detail"]
+              for acc in ("A", "B")}
+    conns = get(http_port, "/connz?auth=1&subs=detail")[1]["connections"]
+    for c in (a, ro, b):
+        c.close()
+    keys = ("client_connections", "jetstream_enabled", "name_tag")
+    return {"accounts": sorted(listed),
+            "detail": {acc: {k: d.get(k) for k in keys} for acc, d in detail.items()},
+            "connections": sorted(
+                (c.get("authorized_user"), c.get("account"), c.get("name_tag"),
+                 sorted(s["subject"] for s in c.get("subscriptions_list_detail", [])))
+                for c in conns)}
+
+
+def test_monitoring_shows_accounts_and_users_as_nats_server(config_file):
+    port, http_port = free_port(), free_port()
+    proc = subprocess.Popen([find_nats_server(), "-c", str(config_file), "-a", "127.0.0.1",
+                             "-p", str(port), "-m", str(http_port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(port)
+        _wait_listening(http_port)
+        expected = _monitor_view(port, http_port)
+    finally:
+        proc.kill()
+        proc.wait()
+    gw = GatewayThread(None, GatewayOptions(port=0, config=str(config_file), http_port=0))
+    gw.start()
+    try:
+        got = _monitor_view(gw.port, gw.http_port)
+    finally:
+        gw.stop()
+    assert got == expected
+
+
 if __name__ == "__main__":  # print nats-server's sessions (to read what the test compares)
     import sys
     import tempfile
