@@ -39,6 +39,8 @@ from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
 from rayjet.actors.wire_values import META_REQUESTS
 from rayjet.api.account import AccountLimits
+from rayjet.api.account_names import GLOBAL as GLOBAL_ACCOUNT
+from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
@@ -552,10 +554,14 @@ class MetaMember:
         return {"limits": self.catalogue.limits.to_dict(),
                 "consumers": sum(len(sa.consumers) for sa in self.catalogue.streams.values())}
 
-    async def lookup_subject(self, subject: str) -> dict[str, Any] | None:
+    async def lookup_subject(self, subject: str, account: str = GLOBAL_ACCOUNT
+                             ) -> dict[str, Any] | None:
+        """The stream of ``account`` that captures ``subject`` (streams of different
+        accounts may capture the same subjects)."""
         await self._read()
         for sa in self.catalogue.streams.values():
-            if lifecycle.captures(sa.config, subject):
+            if account_of(sa.config.name) == account and lifecycle.captures(sa.config,
+                                                                             subject):
                 return assignment_dict(sa)
         return None
 

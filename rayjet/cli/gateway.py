@@ -181,11 +181,11 @@ def checked_config(path: Path | None) -> str | None:
         return None
     from rayjet.auth import ServerAuth, parse_file
     from rayjet.errors import ServerConfigError
-    from rayjet.gateway.accounts import jetstream_account, tls_from_config
+    from rayjet.gateway.accounts import jetstream_accounts, tls_from_config
 
     try:
         auth = ServerAuth.from_config(parse_file(path))
-        jetstream_account(auth)
+        jetstream_accounts(auth)
         tls_from_config(auth)  # its certificate files load
     except ServerConfigError as exc:
         c.usage_error(exc.description)

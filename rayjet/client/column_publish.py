@@ -6,6 +6,7 @@ The answers are a :class:`PubAcks`, one per row as in the list form, made when r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +54,13 @@ class PubAcks(Sequence):
                 self._other[start + row] = a
                 if isinstance(a, PubAck):
                     self.seqs[start + row] = a.seq
+
+    def rename_streams(self, rename: Any) -> None:
+        """Name each stream by ``rename(name)`` (an account's view of the cluster's)."""
+        self._streams = [rename(n) for n in self._streams]
+        for row, a in self._other.items():
+            if isinstance(a, PubAck):
+                self._other[row] = dataclasses.replace(a, stream=rename(a.stream))
 
     def refuse(self, start: int, count: int, err: BaseException) -> None:
         self._other.update(dict.fromkeys(range(start, start + count), err))

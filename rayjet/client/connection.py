@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import tempfile
@@ -15,6 +16,7 @@ from ray.exceptions import AuthenticationError
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
 from rayjet.actors.router import meta_router
+from rayjet.api.account_names import GLOBAL as GLOBAL_ACCOUNT
 from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.backups import BackupsAPI
 from rayjet.client.buckets import KeyValueAPI
@@ -68,6 +70,9 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, DirectReadsAP
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
         self.gateway: object | None = None  # rayjet.connect(gateway=...): its GatewayThread
+        # the account whose subjects publishes are routed by (streams of other accounts
+        # may capture the same subjects: see rayjet.api.account_names)
+        self.account = GLOBAL_ACCOUNT
         self._meta = meta_router()
         self._init_streams()
         self._init_publish()
@@ -76,6 +81,15 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, DirectReadsAP
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def for_account(self, account: str) -> JetStream:
+        """This connection routing publishes by ``account``'s streams (the names it takes
+        are still the cluster's: see :class:`rayjet.client.account_view.AccountJetStream`
+        for an account's own view)."""
+        view = copy.copy(self)
+        view.account = account
+        view._init_publish()
+        return view
 
     def cluster_resources(self) -> dict[str, float]:
         self._check_open()

@@ -67,7 +67,7 @@ class PublishAPI:
         if name is None:
             name = self._known_capture(subject)
             if name is None:
-                found = self._meta_call("lookup_subject", subject)
+                found = self._meta_call("lookup_subject", subject, self.account)
                 if found is None:
                     raise NotFoundError(f"no stream captures subject {subject!r}: add a "
                                         "stream whose subjects match it",

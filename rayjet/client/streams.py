@@ -389,7 +389,7 @@ class StreamsAPI:
             raise BadRequestError(f"timeout must be 0..3600 seconds, not {timeout!r}")
 
     def find_stream_name_by_subject(self, subject: str) -> str:
-        found = self._meta_call("lookup_subject", subject)
+        found = self._meta_call("lookup_subject", subject, self.account)
         if found is None:
             raise NotFoundError(f"no stream captures subject {subject!r}",
                                 spec="STREAM_NOT_FOUND")

@@ -108,16 +108,61 @@ def auth_from_options(options: Any) -> ServerAuth:
     return ServerAuth.from_config(doc)
 
 
-def jetstream_account(auth: ServerAuth) -> str | None:
-    """The account the gateway's JetStream serves: ``$G`` when no accounts are configured,
-    else the one account that enables JetStream (None: none does)."""
-    names = [n for n in auth.accounts if auth.jetstream_of(n) is not None]
-    if len(names) > 1:
-        from rayjet.errors import ServerConfigError
+def jetstream_accounts(auth: ServerAuth) -> list[str]:
+    """The accounts the gateway's JetStream serves: ``$G`` when no accounts are configured,
+    else those that enable JetStream; each has its own streams (rayjet.api.account_names)."""
+    from rayjet.api.account_names import SEP
 
-        raise ServerConfigError(f"JetStream is enabled in accounts {', '.join(sorted(names))}: "
-                                f"a gateway serves JetStream to one account")
-    return names[0] if names else None
+    names = sorted(n for n in auth.accounts if auth.jetstream_of(n) is not None)
+    for name in names:
+        if SEP in name or not name:
+            from rayjet.errors import ServerConfigError
+
+            raise ServerConfigError(f"accounts: {name!r} cannot have JetStream: {SEP!r} "
+                                    f"is reserved in the names of accounts with JetStream")
+    return names
+
+
+def account_limits(auth: ServerAuth, account: str) -> Any:
+    """The account's JetStream limits from its configuration, as AccountLimits (-1: none),
+    or None when it sets none (the cluster's limits stand)."""
+    from rayjet.api import AccountLimits
+
+    js = auth.jetstream_of(account)
+    if js is None:
+        return None
+    values = {"max_memory": js.max_memory, "max_storage": js.max_storage,
+              "max_streams": js.max_streams, "max_consumers": js.max_consumers,
+              "max_ack_pending": js.max_ack_pending}
+    if all(v is None for v in values.values()) and not js.max_bytes_required:
+        return None
+    return AccountLimits(**{k: -1 if v is None else v for k, v in values.items()},
+                         max_bytes_required=js.max_bytes_required)
+
+
+class AccountGateway:
+    """What a JetStream bridge of one account sees of the gateway: its handlers listen,
+    and what it sends is routed, in that account's subject space."""
+
+    def __init__(self, gateway: Any, account: str) -> None:
+        self._gateway = gateway
+        self.account = account
+
+    @property
+    def interest(self) -> Interest:
+        return self._gateway.space(self.account).interest
+
+    def route(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes,
+              origin: Any = None, account: str | None = None) -> int:
+        return self._gateway.route(subject, reply, hdr, payload, origin,
+                                   account=account or self.account)
+
+    def subscribe_internal(self, subject: str, handler: Any, account: str | None = None
+                           ) -> Subscription:
+        return self._gateway.subscribe_internal(subject, handler, account or self.account)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._gateway, attr)
 
 
 class Guard:

@@ -99,8 +99,8 @@ class GatewayThread:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10.0)
-            if self.gateway.bridge is not None:
-                self.gateway.bridge.pool.shutdown(wait=False, cancel_futures=True)
+            for bridge in self.gateway.bridges.values():
+                bridge.pool.shutdown(wait=False, cancel_futures=True)
             self._thread = None
             self._loop = None
 

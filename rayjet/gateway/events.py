@@ -42,7 +42,21 @@ async def follow_events(bridge: Any, following: asyncio.Event) -> None:
             after = seq
             if bridge.audit.posted_here(subject, payload):
                 continue  # handed out when it was made
+            event = _for_account(bridge.js, subject, payload)
+            if event is None:
+                continue  # about another account's streams
+            subject, payload = event
             bridge.links.after_event(subject)  # made or deleted elsewhere: links go stale
             bridge.gateway.route(subject, None, None, payload)
         if got["missed"] and not got["events"]:
             after = got["last"]
+
+
+def _for_account(js: Any, subject: str, payload: bytes) -> tuple[str, bytes] | None:
+    """The event as the bridge's account sees it, or None when it is another's."""
+    from rayjet.api.account_names import SEP
+
+    shown = getattr(js, "event", None)
+    if shown is not None:
+        return shown(subject, payload)
+    return None if SEP in subject else (subject, payload)

@@ -106,6 +106,12 @@ class JetStreamBridge:
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
 
+    @property
+    def cluster_js(self) -> Any:
+        """The whole cluster's connection (monitoring reports on every account's streams),
+        where ``js`` may be one account's view."""
+        return getattr(self.js, "cluster", self.js)
+
     # -- life ----------------------------------------------------------------------------
     async def start(self, gateway: Any) -> None:
         self.gateway = gateway

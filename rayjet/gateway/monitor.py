@@ -212,7 +212,7 @@ class Monitor:
             nodes = None
             if gw.bridge is not None:
                 with contextlib.suppress(Exception):
-                    nodes = await gw.bridge.call(_ray_nodes, gw.bridge.js)
+                    nodes = await gw.bridge.call(_ray_nodes, gw.bridge.cluster_js)
             return 200, docs.routez(info, nodes, now)
         if name == "gatewayz":
             return 200, docs.gatewayz(sid, now)
@@ -225,13 +225,13 @@ class Monitor:
     async def _jetstream_varz(self) -> dict[str, Any]:
         bridge = self.gateway.bridge
         try:
-            acc = await bridge.call(bridge.js.account_info)
+            acc = await bridge.call(bridge.cluster_js.account_info)
         except APIError as err:
             return {"config": {}, "stats": {}, "error": err.description}
         limits = acc["limits"]
         return {
             "config": {"max_memory": limits.max_memory, "max_storage": limits.max_storage,
-                       "store_dir": str(getattr(bridge.js, "data_dir", "") or "")},
+                       "store_dir": str(getattr(bridge.cluster_js, "data_dir", "") or "")},
             "stats": {"memory": acc["memory"], "storage": acc["storage"],
                       "reserved_memory": acc["reserved_memory"],
                       "reserved_storage": acc["reserved_storage"], "accounts": 1,
@@ -248,7 +248,7 @@ class Monitor:
         if bridge is None or docs.query_flag(query, "js-enabled-only"):
             return 200, {"status": "ok"}
         try:
-            problem = await bridge.call(_health_problem, bridge.js,
+            problem = await bridge.call(_health_problem, bridge.cluster_js,
                                         not docs.query_flag(query, "js-server-only"))
         except Exception as exc:  # noqa: BLE001 - any failure to ask is a failed check
             problem = f"{type(exc).__name__}: {exc}"
@@ -271,23 +271,23 @@ class Monitor:
         raft = docs.query_flag(query, "raft")
 
         def gather() -> tuple[list, dict | None, Any]:
-            reps = report.gather(bridge.js, consumers=consumers) if accounts else []
+            reps = report.gather(bridge.cluster_js, consumers=consumers) if accounts else []
             try:
-                meta = bridge.js.meta_cluster()
+                meta = bridge.cluster_js.meta_cluster()
             except APIError:
                 meta = None
-            acc = bridge.js.account_info()
+            acc = bridge.cluster_js.account_info()
             if accounts:
                 states = [r.info.state for r in reps if r.info is not None]
             else:
-                states = [i.state for i in bridge.js.streams_info()]
+                states = [i.state for i in bridge.cluster_js.streams_info()]
             acc["messages"] = sum(s.messages for s in states)
             acc["bytes"] = sum(s.bytes for s in states)
             return reps, meta, acc
 
         reps, meta, acc = await bridge.call(gather)
         doc = report.jsz(reps, meta, now=datetime.fromtimestamp(now, UTC),
-                         server_id=server_id, store_dir=str(getattr(bridge.js, "data_dir", "")),
+                         server_id=server_id, store_dir=str(getattr(bridge.cluster_js, "data_dir", "")),
                          config=config)
         # totals from the account, whether or not the streams were listed
         doc.update({"memory": acc["memory"], "storage": acc["storage"],

@@ -26,12 +26,14 @@ from rayjet.gateway import protocol as P
 from rayjet.gateway.accounts import (
     ANONYMOUS,
     RESPONSE_PREFIX,
+    AccountGateway,
     Crossings,
     Guard,
     Space,
+    account_limits,
     auth_from_options,
     certificate_names,
-    jetstream_account,
+    jetstream_accounts,
     publish_violation,
     request_info,
     subscribe_violation,
@@ -420,13 +422,24 @@ class Gateway:
         self.crossings = Crossings(self.auth)
         self.spaces: dict[str, Space] = {}
         self.default_space = self.space(GLOBAL)
-        js_account = jetstream_account(self.auth)
-        # the account whose subjects the gateway's own handlers (JetStream, $SYS) serve
-        self.home = self.space(js_account or GLOBAL)
-        self.home.bridge = bridge if js_account is not None else None
+        js_accounts = jetstream_accounts(self.auth) if bridge is not None else []
+        # the account whose subjects the gateway's own handlers serve ($SYS requests when no
+        # accounts are configured, monitoring's JetStream figures)
+        self.home = self.space(js_accounts[0] if js_accounts else GLOBAL)
+        self.bridges: dict[str, Any] = {}
+        for account in js_accounts:
+            if account == GLOBAL:
+                self.bridges[account] = bridge
+            else:  # its own view of the cluster's streams and its own bridge
+                from rayjet.client.account_view import AccountJetStream
+
+                self.bridges[account] = type(bridge)(AccountJetStream(
+                    bridge.js, account, account_limits(self.auth, account)))
+            self.space(account).bridge = self.bridges[account]
+        js_account = js_accounts[0] if js_accounts else None
         self.connections: set[Connection] = set()
         self.server_id = "RJ" + secrets.token_hex(10).upper()
-        self.bridge = bridge if js_account is not None else None
+        self.bridge = self.bridges.get(js_account) if js_account is not None else None
         self.jetstream_served = bridge is not None  # to some account, or none configured
         self._ids = itertools.count(1)
         self._server: asyncio.base_events.Server | None = None
@@ -463,8 +476,8 @@ class Gateway:
         clients at once; a client whose user is gone (or moved to another account) is
         disconnected, as nats-server's reload does."""
         auth = auth_from_options(self.options)
-        if jetstream_account(auth) != self.home.name and self.home.bridge is not None:
-            raise ServerConfigError("a reload cannot move JetStream to another account: "
+        if self.jetstream_served and jetstream_accounts(auth) != sorted(self.bridges):
+            raise ServerConfigError("a reload cannot change which accounts have JetStream: "
                                     "restart the gateway")
         crossings = Crossings(auth)
         crossings.responses = self.crossings.responses  # requests on their way keep theirs
@@ -510,8 +523,8 @@ class Gateway:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.stats = ServerStats()
-        if self.bridge is not None:
-            await self.bridge.start(self)
+        for account, bridge in self.bridges.items():
+            await bridge.start(self if account == GLOBAL else AccountGateway(self, account))
         from rayjet.gateway.sysreq import SysRequests
 
         self.sys_requests = SysRequests(self)
@@ -554,8 +567,8 @@ class Gateway:
         if self.sys_requests is not None:
             self.sys_requests.stop()
             self.sys_requests = None
-        if self.bridge is not None:
-            await self.bridge.stop()
+        for bridge in self.bridges.values():
+            await bridge.stop()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")

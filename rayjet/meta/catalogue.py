@@ -21,6 +21,7 @@ from typing import Any
 import msgpack
 
 from rayjet.api.account import NO_LIMITS, AccountLimits, within_ack_pending
+from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.enums import StorageType
 from rayjet.api.stream import DEDICATED_HOSTING, StreamConfig
@@ -335,8 +336,9 @@ class Catalogue:
                                 f"{' -> '.join(loop)} (remove one of these origins)")
 
     def _check_overlap(self, cfg: StreamConfig, ignore: str | None = None) -> None:
+        account = account_of(cfg.name)  # accounts' subjects are their own
         for other in self.streams.values():
-            if other.name == ignore:
+            if other.name == ignore or account_of(other.name) != account:
                 continue
             for mine in cfg.subjects:
                 for theirs in other.config.subjects:

@@ -9,6 +9,7 @@ import base64
 import http.client
 import json
 import socket
+import time
 
 import nats
 import pytest
@@ -63,7 +64,15 @@ def _observe(url: str, http_port: int) -> tuple[dict, dict, dict]:
     async def run():
         nc = await _core_traffic(url)
         try:
-            return (get(http_port, "/connz?subs=1")[1], get(http_port, "/varz")[1],
+            # nats-server counts a read's messages when it is done with the read, which can
+            # be after its PONG left: wait (a few seconds at most) until all four counted
+            deadline = time.monotonic() + 5
+            while True:
+                connz = get(http_port, "/connz?subs=1")[1]
+                if connz["connections"][0]["in_msgs"] == 4 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            return (connz, get(http_port, "/varz")[1],
                     get(http_port, "/subsz?subs=1&test=foo")[1])
         finally:
             await nc.close()
