@@ -105,12 +105,12 @@ def test_nkeys_interoperate_with_the_reference_library():
     assert not verify(ours.public_key, b"nonce", "not base64 !!")
 
 
-def test_the_readme_configuration_reads():
+def test_the_documented_configuration_reads():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (block,) = re.findall(r"^```conf\n(.*?)^```", readme, re.M | re.S)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
+    (block,) = re.findall(r"^```conf\n(.*?)^```", page, re.M | re.S)
     a = ServerAuth.from_config(parse(block, env={}))
     reader = a.authenticate({"user": "reader", "pass": "r"}, None)
     assert reader.account == "ORDERS"
