@@ -124,14 +124,19 @@ class ServerAuth:
         # verify_and_map); with verify_and_map a client's certificate names its user
         self.tls: dict[str, Any] = {}
         self.tls_map = False
+        # operator mode (decentralised JWT users): the trusted operators' keys and each
+        # preloaded account's signing keys
+        self.operator_keys: set[str] = set()
+        self.account_keys: dict[str, set[str]] = {}
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.users or self.nkey_users or self.token or self.tls_map)
+        return bool(self.users or self.nkey_users or self.token or self.tls_map
+                    or self.operator_keys)
 
     @property
     def needs_nonce(self) -> bool:
-        return bool(self.nkey_users)
+        return bool(self.nkey_users or self.operator_keys)
 
     def authenticate(self, connect: dict[str, Any], nonce: bytes | None,
                      cert_names: list[str] | None = None) -> Identity | None:
@@ -146,6 +151,8 @@ class ServerAuth:
             return None
         if not self.auth_required:
             return Identity(GLOBAL)
+        if self.operator_keys:
+            return self._jwt_user(connect, nonce)
         nk = connect.get("nkey")
         if nk and self.nkey_users:
             user = self.nkey_users.get(nk) if isinstance(nk, str) else None
@@ -169,6 +176,81 @@ class ServerAuth:
             user = self.users.get(self.no_auth_user)
             return self._identity(user) if user is not None else None
         return None
+
+    def _jwt_user(self, connect: dict[str, Any], nonce: bytes | None) -> Identity | None:
+        """A user JWT issued by a preloaded account (or its signing key) whose holder
+        signed the nonce."""
+        from rayjet.auth import jwt
+
+        try:
+            claims = jwt.decode(connect.get("jwt"))
+        except jwt.JWTError:
+            return None
+        if claims.kind != "user" or not nkeys.is_public_key(claims.subject, "U"):
+            return None
+        account = claims.nats.get("issuer_account") or claims.issuer
+        keys = self.account_keys.get(account)
+        if keys is None or claims.issuer not in keys:
+            return None
+        if not claims.nats.get("bearer_token") and (
+                nonce is None or not nkeys.verify(claims.subject, nonce, connect.get("sig"))):
+            return None
+        perms = jwt.permissions_doc(claims.nats)
+        try:
+            permissions = Permissions.from_config(perms) if perms else None
+        except ServerConfigError:
+            return None
+        return Identity(account, claims.name or claims.subject, permissions)
+
+    def _operator(self, doc: dict[str, Any]) -> None:
+        """Operator mode: ``operator`` (JWTs or files of them), ``resolver: MEMORY`` and
+        ``resolver_preload`` (account public key -> account JWT)."""
+        from rayjet.auth import jwt
+
+        operators = doc.get("operator") or doc.get("operators")
+        tokens = operators if isinstance(operators, list) else [operators]
+        for token in tokens:
+            text = _string(token, "operator").strip()
+            if not text.startswith("eyJ"):
+                try:
+                    with open(text, encoding="utf-8") as f:
+                        text = f.read().strip()
+                except OSError as exc:
+                    raise ServerConfigError(f"operator: {token!r} cannot be read: {exc}") \
+                        from None
+            try:
+                op = jwt.decode(text)
+            except jwt.JWTError as exc:
+                raise ServerConfigError(f"operator: not an operator JWT: {exc}") from None
+            if op.kind != "operator" or op.issuer != op.subject:
+                raise ServerConfigError("operator: not a self-signed operator JWT")
+            self.operator_keys |= {op.subject} | op.signing_keys
+            system = op.nats.get("system_account")
+            if isinstance(system, str) and system:
+                self.system_account = system
+        resolver = doc.get("resolver")
+        if not (isinstance(resolver, str) and resolver.upper() == "MEMORY"):
+            raise ServerConfigError("resolver: only MEMORY (accounts from resolver_preload) "
+                                    "is served")
+        preload = doc.get("resolver_preload") or {}
+        if not isinstance(preload, dict):
+            raise ServerConfigError("resolver_preload: expected a map of account JWTs")
+        for key, token in preload.items():
+            try:
+                acc = jwt.decode(_string(token, f"resolver_preload.{key}"))
+            except jwt.JWTError as exc:
+                raise ServerConfigError(f"resolver_preload.{key}: {exc}") from None
+            if acc.kind != "account" or acc.subject != key:
+                raise ServerConfigError(f"resolver_preload.{key}: not the account JWT of "
+                                        f"{key}")
+            if acc.issuer not in self.operator_keys:
+                raise ServerConfigError(f"resolver_preload.{key}: not issued by a trusted "
+                                        f"operator")
+            self.account_keys[key] = {key} | acc.signing_keys
+            limits = acc.nats.get("limits") if isinstance(acc.nats.get("limits"), dict) \
+                else {}
+            self.accounts[key] = Account(key, jetstream=_jwt_jetstream(limits))
+        self.accounts_configured = True
 
     def _identity(self, user: User) -> Identity:
         perms = user.permissions
@@ -202,6 +284,11 @@ class ServerAuth:
             elif k == "tls":
                 auth.tls = _tls(value)
                 auth.tls_map = bool(auth.tls.get("verify_and_map"))
+        if doc.get("operator") or doc.get("operators"):
+            if any(a.users for a in auth.accounts.values()):
+                raise ServerConfigError("operator mode takes its users from JWTs: no users "
+                                        "in the configuration")
+            auth._operator(doc)
         if single is not None:
             if auth.accounts_configured and any(a.users for a in auth.accounts.values()):
                 raise ServerConfigError("authorization: can not have a single user/pass and "
@@ -296,6 +383,20 @@ class ServerAuth:
                 if source is None:
                     raise ServerConfigError(f"accounts.{acc.name}.imports: {imp.account!r} "
                                             f"account not defined for {imp.kind} import")
+
+
+def _jwt_jetstream(limits: dict[str, Any]) -> JetStreamLimits | None:
+    """An account JWT's JetStream: on when it may store in memory or on disk."""
+    mem, disk = limits.get("mem_storage", 0), limits.get("disk_storage", 0)
+    if not mem and not disk:
+        return None
+
+    def limit(key: str) -> int | None:
+        value = limits.get(key)
+        return value if isinstance(value, int) and value >= 0 else None
+
+    return JetStreamLimits(max_memory=limit("mem_storage"), max_storage=limit("disk_storage"),
+                           max_streams=limit("streams"), max_consumers=limit("consumer"))
 
 
 def _string(value: Any, where: str) -> str:

@@ -126,7 +126,6 @@ TLSServerTestCase = _cannot("needs the certificates of nats.py's repository "
                             "(tests/certs), which its sdist does not ship")
 TLSServerHandshakeFirstTestCase = TLSServerTestCase
 TrustedServerOperatorTestCase = _cannot("needs operator JWTs from nats.py's repository")
-TrustedServerTestCase = _cannot("needs operator JWTs from nats.py's repository")
 
 # NoAuthUserClientTest: on port 4555, a client without credentials is "foo"; "bar" (another
 # account) may subscribe to nothing
@@ -162,10 +161,6 @@ class NkeysServerTestCase(SingleServerTestCase):
     the client trusts through SSL_CERT_FILE)."""
 
     def setUp(self):
-        import ssl
-
-        from tests.rayjet_tls_certs import self_signed
-
         from rayjet.auth.nkeys import KeyPair
 
         here = os.path.dirname(os.path.abspath(__file__))
@@ -173,20 +168,9 @@ class NkeysServerTestCase(SingleServerTestCase):
         user = KeyPair.create("U")
         with open(os.path.join(here, "nkeys", "foo-user.nk"), "w") as f:
             f.write(user.seed)
-        certs = tempfile.mkdtemp(prefix="rayjet-natspy-tls-")
-        cert, key = self_signed(Path(certs), "localhost", ips=("127.0.0.1",))
-        self._cert_env = os.environ.get("SSL_CERT_FILE")
-        os.environ["SSL_CERT_FILE"] = str(cert)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(str(cert), str(key))
         conf = ("authorization { users: [ {nkey: " + user.public_key
                 + ", permissions: {subscribe: {deny: \"bar\"}}} ] }")
-        self.server_pool = []
-        self.loop = asyncio.new_event_loop()
-        server = NATSD(port=4222, with_jetstream=False, config_file=_config_file(conf),
-                       tls=ctx)
-        self.server_pool.append(server)
-        server.start()
+        self._serve_tls(conf)
 
     def tearDown(self):
         super().tearDown()
@@ -194,6 +178,66 @@ class NkeysServerTestCase(SingleServerTestCase):
             os.environ.pop("SSL_CERT_FILE", None)
         else:
             os.environ["SSL_CERT_FILE"] = self._cert_env
+
+    def _serve_tls(self, conf: str) -> None:
+        import ssl
+
+        from tests.rayjet_tls_certs import self_signed
+
+        certs = tempfile.mkdtemp(prefix="rayjet-natspy-tls-")
+        cert, key = self_signed(Path(certs), "localhost", ips=("127.0.0.1",))
+        self._cert_env = os.environ.get("SSL_CERT_FILE")
+        os.environ["SSL_CERT_FILE"] = str(cert)
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(str(cert), str(key))
+        self.server_pool = []
+        self.loop = asyncio.new_event_loop()
+        server = NATSD(port=4222, with_jetstream=False, config_file=_config_file(conf),
+                       tls=ctx)
+        self.server_pool.append(server)
+        server.start()
+
+
+# the account that signed the user JWT ClientJWTAuthTest carries in its own text: this
+# harness's operator vouches for it, as nats.py's resolver_preload.conf does
+_RAW_CREDS_ACCOUNT = "AD7SEANS6BCBF6FHIB7SQ3UGJVPW53BXOALP75YXJBBXQL7EAFB6NJNA"
+
+
+class TrustedServerTestCase(NkeysServerTestCase):
+    """ClientJWTAuthTest: operator mode with a memory resolver; the user's JWT, seed and
+    .creds file (and two broken .creds files) are made here, where the tests read them."""
+
+    def setUp(self):
+        from rayjet.auth.jwt import creds, issue
+        from rayjet.auth.nkeys import KeyPair
+
+        operator, account, user = (KeyPair.create("O"), KeyPair.create("A"),
+                                   KeyPair.create("U"))
+
+        def account_jwt(subject: str) -> str:
+            return issue({"sub": subject, "nats": {"type": "account", "version": 2}},
+                         operator)
+
+        user_jwt = issue({"sub": user.public_key, "name": "foo-user",
+                          "nats": {"type": "user", "version": 2, "pub": {}, "sub": {}}},
+                         account)
+        nk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nkeys")
+        os.makedirs(nk, exist_ok=True)
+        files = {"foo-user.jwt": user_jwt, "foo-user.nk": user.seed,
+                 "foo-user.creds": creds(user_jwt, user.seed),
+                 # the seed's marker with no seed after it (nats.py: invalid credentials)
+                 "bad-user.creds": creds(user_jwt, "").split(
+                     "-----BEGIN USER NKEY SEED-----")[0] + "-----BEGIN USER NKEY SEED-----",
+                 "bad-user2.creds": creds(user_jwt, "SUNOTASEED")}
+        for name, text in files.items():
+            with open(os.path.join(nk, name), "w") as f:
+                f.write(text)
+        op_jwt = issue({"sub": operator.public_key, "nats": {"type": "operator",
+                                                              "version": 2}}, operator)
+        self._serve_tls(
+            f"operator: \"{op_jwt}\"\nresolver: MEMORY\nresolver_preload: {{\n"
+            f"  {account.public_key}: \"{account_jwt(account.public_key)}\"\n"
+            f"  {_RAW_CREDS_ACCOUNT}: \"{account_jwt(_RAW_CREDS_ACCOUNT)}\"\n}}\n")
 
 
 class SingleJetStreamServerTestCase(SingleServerTestCase):
