@@ -86,6 +86,10 @@ class JetStreamLimits:
     max_consumers: int | None = None
     max_ack_pending: int | None = None
     max_bytes_required: bool = False
+    memory_max_stream_bytes: int | None = None  # one stream's max_bytes, by storage type
+    storage_max_stream_bytes: int | None = None
+    # by replica count ("R1", "R3"): from an account JWT's tiered_limits (nats-server's
+    # configuration file has no tiers)
     tiers: dict[str, JetStreamLimits] = field(default_factory=dict)
 
 
@@ -249,7 +253,8 @@ class ServerAuth:
             self.account_keys[key] = {key} | acc.signing_keys
             limits = acc.nats.get("limits") if isinstance(acc.nats.get("limits"), dict) \
                 else {}
-            self.accounts[key] = Account(key, jetstream=_jwt_jetstream(limits))
+            self.accounts[key] = Account(key, jetstream=_jwt_jetstream(
+                limits, acc.nats.get("tiered_limits")))
         self.accounts_configured = True
 
     def _identity(self, user: User) -> Identity:
@@ -385,18 +390,37 @@ class ServerAuth:
                                             f"account not defined for {imp.kind} import")
 
 
-def _jwt_jetstream(limits: dict[str, Any]) -> JetStreamLimits | None:
-    """An account JWT's JetStream: on when it may store in memory or on disk."""
-    mem, disk = limits.get("mem_storage", 0), limits.get("disk_storage", 0)
-    if not mem and not disk:
+def _jwt_jetstream(limits: dict[str, Any], tiered: Any = None) -> JetStreamLimits | None:
+    """An account JWT's JetStream: on when it (or one of its tiers) may store in memory or
+    on disk; ``tiered``: its ``tiered_limits`` by replica count."""
+
+    def one(doc: dict[str, Any]) -> JetStreamLimits | None:
+        if not doc.get("mem_storage") and not doc.get("disk_storage"):
+            return None
+
+        def limit(key: str) -> int | None:
+            value = doc.get(key)
+            return value if isinstance(value, int) and value >= 0 else None
+
+        return JetStreamLimits(
+            max_memory=limit("mem_storage"), max_storage=limit("disk_storage"),
+            max_streams=limit("streams"), max_consumers=limit("consumer"),
+            max_ack_pending=limit("max_ack_pending"),
+            memory_max_stream_bytes=limit("mem_max_stream_bytes"),
+            storage_max_stream_bytes=limit("disk_max_stream_bytes"),
+            max_bytes_required=bool(doc.get("max_bytes_required")))
+
+    tiers = {}
+    for name, doc in (tiered.items() if isinstance(tiered, dict) else ()):
+        t = one(doc) if isinstance(doc, dict) else None
+        if t is not None:
+            tiers[str(name).upper()] = t
+    out = one(limits)
+    if out is None and not tiers:
         return None
-
-    def limit(key: str) -> int | None:
-        value = limits.get(key)
-        return value if isinstance(value, int) and value >= 0 else None
-
-    return JetStreamLimits(max_memory=limit("mem_storage"), max_storage=limit("disk_storage"),
-                           max_streams=limit("streams"), max_consumers=limit("consumer"))
+    out = out or JetStreamLimits()
+    out.tiers = tiers
+    return out
 
 
 def _string(value: Any, where: str) -> str:
@@ -499,32 +523,25 @@ def _jetstream(value: Any, where: str) -> JetStreamLimits | None:
         raise ServerConfigError(f"{where}: expected enabled, disabled or a map of limits")
     out = JetStreamLimits()
     names = {"max_memory": "max_memory", "max_mem": "max_memory", "mem": "max_memory",
-             "max_file": "max_storage", "max_store": "max_storage", "store": "max_storage",
-             "max_disk": "max_storage", "max_streams": "max_streams",
-             "streams": "max_streams", "max_consumers": "max_consumers",
-             "consumers": "max_consumers", "max_ack_pending": "max_ack_pending"}
+             "memory": "max_memory", "max_file": "max_storage", "max_store": "max_storage",
+             "store": "max_storage", "max_disk": "max_storage", "disk": "max_storage",
+             "max_streams": "max_streams", "streams": "max_streams",
+             "max_consumers": "max_consumers", "consumers": "max_consumers",
+             "max_ack_pending": "max_ack_pending",
+             "mem_max_stream_bytes": "memory_max_stream_bytes",
+             "memory_max_stream_bytes": "memory_max_stream_bytes",
+             "disk_max_stream_bytes": "storage_max_stream_bytes",
+             "store_max_stream_bytes": "storage_max_stream_bytes"}
     for key, v in value.items():
         k = key.lower()
         if k in names:
             setattr(out, names[k], _limit(v, f"{where}.{key}"))
-        elif k == "max_bytes_required":
+        elif k in ("max_bytes_required", "max_stream_bytes", "max_bytes"):
             if not isinstance(v, bool):
                 raise ServerConfigError(f"{where}.{key}: expected true or false")
             out.max_bytes_required = v
-        elif k == "tiered_limits" or k == "tiers":
-            if not isinstance(v, dict):
-                raise ServerConfigError(f"{where}.{key}: expected a map of tiers (R1, R3)")
-            for tier, limits in v.items():
-                if tier.upper() not in ("R1", "R3", "R5"):
-                    raise ServerConfigError(f"{where}.{key}: unknown tier {tier!r} (R1, R3 "
-                                            f"or R5)")
-                t = _jetstream(limits, f"{where}.{key}.{tier}")
-                if t is not None:
-                    out.tiers[tier.upper()] = t
-        elif k in ("r1", "r3", "r5"):
-            t = _jetstream(v, f"{where}.{key}")
-            if t is not None:
-                out.tiers[k.upper()] = t
+        elif k == "cluster_traffic":
+            continue  # where raft traffic is accounted: the cluster's own here
         else:
             raise ServerConfigError(f"{where}: unknown field {key!r}")
     return out

@@ -15,7 +15,7 @@ import functools
 import json
 from typing import Any
 
-from rayjet.api import AccountLimits, StreamConfig
+from rayjet.api import AccountLimits, StorageType, StreamConfig
 from rayjet.api.account_names import SEP, belongs, display, qualify
 from rayjet.client.column_publish import PubAcks
 from rayjet.errors import APIError, BadRequestError, StreamNotFoundError, error_for
@@ -29,9 +29,10 @@ def _clean(err: APIError, prefix: str) -> APIError:
 
 
 class AccountJetStream:
-    def __init__(self, js: Any, account: str, limits: AccountLimits | None = None) -> None:
-        """``limits``: the account's own (its configuration's ``jetstream`` block); the
-        number of streams and of consumers is held to them here."""
+    def __init__(self, js: Any, account: str, limits: Any = None) -> None:
+        """``limits``: the account's own (rayjet.auth.JetStreamLimits: its configuration's
+        ``jetstream`` block, tiers included), checked here when streams and consumers are
+        made; None: the cluster's limits alone."""
         self.account = account
         self.limits = limits
         self.cluster = js  # the whole cluster's connection (monitoring, operators' tools)
@@ -104,30 +105,82 @@ class AccountJetStream:
     # -- streams --------------------------------------------------------------------------
     def add_stream(self, config: Any = None, **params: Any) -> Any:
         cfg = _config(config, params)
-        limit = self.limits.max_streams if self.limits is not None else -1
-        if 0 <= limit and cfg.name not in self.stream_names() and \
-                len(self.stream_names()) >= limit:
-            raise error_for("MAX_STREAMS")
+        self._check_stream(cfg)
         return self._call(self._js.add_stream, self._qualified_config(cfg))
 
+    def _check_stream(self, cfg: StreamConfig) -> None:
+        """The account's limits, and those of the tier of the stream's replica count, as
+        nats-server checks them: the number of streams, max_bytes required, and what the
+        streams of one storage type may reserve (max_bytes times replicas)."""
+        if self.limits is None:
+            return
+        name = qualify(self.account, cfg.name)
+        configs = [c for c in self._js.stream_configs() if self.mine(c.name)]
+        exists = any(c.name == name for c in configs)
+        others = [c for c in configs if c.name != name]
+        tier = self.limits.tiers.get(f"R{cfg.num_replicas}")
+        for scope, group in ((self.limits, others),
+                             (tier, [c for c in others if c.num_replicas == cfg.num_replicas])):
+            if scope is None:
+                continue
+            if not exists and scope.max_streams is not None and \
+                    len(group) >= scope.max_streams:
+                raise error_for("MAX_STREAMS")
+            if scope.max_bytes_required and cfg.max_bytes <= 0:
+                raise error_for("STREAM_MAX_BYTES_REQUIRED")
+            memory = cfg.storage == StorageType.MEMORY
+            cap = scope.memory_max_stream_bytes if memory else scope.storage_max_stream_bytes
+            if cap is not None and cfg.max_bytes > cap:
+                raise error_for("STREAM_MAX_STREAM_BYTES_EXCEEDED")
+            total = scope.max_memory if memory else scope.max_storage
+            if total is None or cfg.max_bytes <= 0:
+                continue
+            reserved = sum(c.max_bytes * c.num_replicas for c in group
+                           if c.max_bytes > 0 and (c.storage == StorageType.MEMORY) == memory)
+            if reserved + cfg.max_bytes * cfg.num_replicas > total:
+                raise error_for("MEMORY_RESOURCES_EXCEEDED" if memory
+                                else "STORAGE_RESOURCES_EXCEEDED")
+
     def add_consumer(self, stream: str, config: Any = None, **params: Any) -> Any:
-        limit = self.limits.max_consumers if self.limits is not None else -1
-        if 0 <= limit:
-            names = self._js.consumer_names(self.q(stream))
-            name = (config or {}).get("durable_name") if isinstance(config, dict) else \
-                getattr(config, "durable_name", None)
-            name = name or params.get("durable_name") or params.get("name")
-            if name not in names and sum(
-                    len(self._js.consumer_names(qualify(self.account, s)))
-                    for s in self.stream_names()) >= limit:
-                raise error_for("CONSUMER_MAX_CONSUMERS")
+        if self.limits is not None:
+            self._check_consumer(stream, config, params)
         return self._call(self._js.add_consumer, self.q(stream), config, **params)
 
+    def _check_consumer(self, stream: str, config: Any, params: dict[str, Any]) -> None:
+        name = (config or {}).get("durable_name") if isinstance(config, dict) else \
+            getattr(config, "durable_name", None)
+        name = name or params.get("durable_name") or params.get("name")
+        if name and name in self._js.consumer_names(self.q(stream)):
+            return  # an update, or the same consumer again
+        configs = {c.name: c for c in self._js.stream_configs() if self.mine(c.name)}
+        mine = configs.get(self.q(stream))
+        replicas = mine.num_replicas if mine is not None else 1
+        counts = {n: len(self._js.consumer_names(n)) for n in configs}
+        tier = self.limits.tiers.get(f"R{replicas}")
+        for scope, total in ((self.limits, sum(counts.values())),
+                             (tier, sum(k for n, k in counts.items()
+                                        if configs[n].num_replicas == replicas))):
+            if scope is not None and scope.max_consumers is not None and \
+                    total >= scope.max_consumers:
+                raise error_for("CONSUMER_MAX_CONSUMERS")
+
     def account_limits(self) -> AccountLimits:
-        return self.limits if self.limits is not None else self._js.account_limits()
+        if self.limits is None:
+            return self._js.account_limits()
+        lim = self.limits
+
+        def n(value: int | None) -> int:
+            return -1 if value is None else value
+
+        return AccountLimits(max_memory=n(lim.max_memory), max_storage=n(lim.max_storage),
+                             max_streams=n(lim.max_streams),
+                             max_consumers=n(lim.max_consumers),
+                             max_ack_pending=n(lim.max_ack_pending),
+                             max_bytes_required=lim.max_bytes_required)
 
     def update_stream(self, config: Any = None, **params: Any) -> Any:
         cfg = _config(config, params)
+        self._check_stream(cfg)
         return self._call(self._js.update_stream, self._qualified_config(cfg))
 
     def stream_names(self, subject: str | None = None) -> list[str]:

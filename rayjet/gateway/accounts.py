@@ -123,23 +123,6 @@ def jetstream_accounts(auth: ServerAuth) -> list[str]:
     return names
 
 
-def account_limits(auth: ServerAuth, account: str) -> Any:
-    """The account's JetStream limits from its configuration, as AccountLimits (-1: none),
-    or None when it sets none (the cluster's limits stand)."""
-    from rayjet.api import AccountLimits
-
-    js = auth.jetstream_of(account)
-    if js is None:
-        return None
-    values = {"max_memory": js.max_memory, "max_storage": js.max_storage,
-              "max_streams": js.max_streams, "max_consumers": js.max_consumers,
-              "max_ack_pending": js.max_ack_pending}
-    if all(v is None for v in values.values()) and not js.max_bytes_required:
-        return None
-    return AccountLimits(**{k: -1 if v is None else v for k, v in values.items()},
-                         max_bytes_required=js.max_bytes_required)
-
-
 class AccountGateway:
     """What a JetStream bridge of one account sees of the gateway: its handlers listen,
     and what it sends is routed, in that account's subject space."""

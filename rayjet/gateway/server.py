@@ -30,7 +30,6 @@ from rayjet.gateway.accounts import (
     Crossings,
     Guard,
     Space,
-    account_limits,
     auth_from_options,
     certificate_names,
     jetstream_accounts,
@@ -434,7 +433,7 @@ class Gateway:
                 from rayjet.client.account_view import AccountJetStream
 
                 self.bridges[account] = type(bridge)(AccountJetStream(
-                    bridge.js, account, account_limits(self.auth, account)))
+                    bridge.js, account, self.auth.jetstream_of(account)))
             self.space(account).bridge = self.bridges[account]
         js_account = js_accounts[0] if js_accounts else None
         self.connections: set[Connection] = set()

@@ -36,7 +36,7 @@ accounts {{
       {{user: reader, password: r, permissions: {{subscribe: "orders.>"}}}}
     ]
     default_permissions: {{publish: "orders.>"}}
-    jetstream: {{max_mem: 1G, max_file: 10G, max_streams: 5, tiered_limits: {{R3: {{max_streams: 2}}}}}}
+    jetstream: {{max_mem: 1G, max_file: 10G, max_streams: 5, disk_max_stream_bytes: 1M}}
   }}
   TEAM_B: {{ users: [ {{nkey: {user.public_key}}} ], exports: [{{stream: "events.>"}}] }}
   TEAM_C: {{ imports: [{{stream: {{account: TEAM_B, subject: "events.>"}}, prefix: b}}] }}
@@ -57,7 +57,7 @@ no_auth_user: reader
     assert a.authenticate({"nkey": user.public_key, "sig": user.sign(b"other")}, nonce) is None
     js = a.jetstream_of("TEAM_A")
     assert (js.max_memory, js.max_storage, js.max_streams) == (10**9, 10 * 10**9, 5)  # G: 10^9 as nats-server reads it
-    assert js.tiers["R3"].max_streams == 2
+    assert js.storage_max_stream_bytes == 10**6 and not js.tiers  # tiers come from JWTs
     assert a.jetstream_of("TEAM_B") is None and a.jetstream_of(GLOBAL) is None
     assert a.accounts["TEAM_C"].imports[0].prefix == "b"
     assert "$SYS" in a.accounts

@@ -130,6 +130,8 @@ def test_an_accounts_limits_hold_its_streams_and_consumers(gateway, drop_new_str
 accounts {
   SMALL: { jetstream: {max_streams: 1, max_consumers: 1}, users: [ {user: s, password: s} ] }
   BIG: { jetstream: enabled, users: [ {user: b, password: b} ] }
+  TIERED: { users: [ {user: t, password: t} ],
+            jetstream: { max_file: 10000, max_streams: 2, disk_max_stream_bytes: 7000 } }
 }
 """)
     gw = gateway(config=str(conf))
@@ -156,6 +158,31 @@ accounts {
             info = await sjs.account_info()
             out["limits"] = (info.limits.max_streams, info.limits.max_consumers)
             out["streams"] = info.streams
+            tiered = await nats.connect(f"nats://127.0.0.1:{gw.port}", user="t", password="t")
+            tjs = tiered.jetstream(timeout=10)
+            try:
+                await tjs.add_stream(name="T1", subjects=["t1"], max_bytes=6000,
+                                     storage="file")
+                for name, kw in (("T2", {"max_bytes": 6000}), ("T4", {"max_bytes": 8000}),
+                                 ("T3", {})):  # reserved beyond max_file; above the cap
+                    try:
+                        await tjs.add_stream(name=name, subjects=[name.lower()], **kw)
+                        out[name] = "made"
+                    except nats.js.errors.APIError as exc:
+                        out[name] = exc.err_code
+                for name, kw in (("T5", {}),):
+                    try:  # a third stream of two allowed
+                        await tjs.add_stream(name=name, subjects=[name.lower()], **kw)
+                        out[name] = "made"
+                    except nats.js.errors.APIError as exc:
+                        out[name] = exc.err_code
+            finally:
+                for name in ("T1", "T2", "T3", "T4", "T5"):
+                    try:
+                        await tjs.delete_stream(name)
+                    except (nats.js.errors.APIError, NatsTimeout):
+                        pass
+                await tiered.close()
         finally:
             for name in ("ONE", "TWO"):
                 for jsx in (sjs, bjs):
@@ -169,4 +196,49 @@ accounts {
 
     got = asyncio.run(run())
     assert got == {"second_stream": 10027, "second_consumer": 10026, "limits": (1, 1),
-                   "streams": 1}
+                   "streams": 1, "T2": 10047, "T3": "made", "T4": 10122, "T5": 10027}
+
+
+def test_an_account_jwts_tiered_limits(gateway, drop_new_streams, tmp_path):  # noqa: F811
+    """Operator mode: an account JWT's tiered_limits hold its R1 streams to the R1 tier."""
+    from rayjet.auth.jwt import creds, issue
+    from rayjet.auth.nkeys import KeyPair
+
+    operator, account, user = KeyPair.create("O"), KeyPair.create("A"), KeyPair.create("U")
+    op_jwt = issue({"sub": operator.public_key, "nats": {"type": "operator", "version": 2}},
+                   operator)
+    acc_jwt = issue({"sub": account.public_key, "nats": {
+        "type": "account", "version": 2,
+        "tiered_limits": {"R1": {"mem_storage": -1, "disk_storage": -1, "streams": 1,
+                                 "consumer": -1}}}}, operator)
+    user_jwt = issue({"sub": user.public_key, "nats": {"type": "user", "version": 2}},
+                     account)
+    (tmp_path / "user.creds").write_text(creds(user_jwt, user.seed))
+    conf = tmp_path / "server.conf"
+    conf.write_text(f'operator: "{op_jwt}"\nresolver: MEMORY\n'
+                    f'resolver_preload: {{ {account.public_key}: "{acc_jwt}" }}\n')
+    gw = gateway(config=str(conf))
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}",
+                                user_credentials=str(tmp_path / "user.creds"))
+        jsx = nc.jetstream(timeout=10)
+        out = {}
+        try:
+            await jsx.add_stream(name="R1A", subjects=["r1a"])
+            try:
+                await jsx.add_stream(name="R1B", subjects=["r1b"])
+                out["second"] = "made"
+            except nats.js.errors.APIError as exc:
+                out["second"] = exc.err_code
+            out["names"] = sorted(s.config.name for s in await jsx.streams_info())
+        finally:
+            for name in ("R1A", "R1B"):
+                try:
+                    await jsx.delete_stream(name)
+                except (nats.js.errors.APIError, NatsTimeout):
+                    pass
+            await nc.close()
+        return out
+
+    assert asyncio.run(run()) == {"second": 10027, "names": ["R1A"]}
