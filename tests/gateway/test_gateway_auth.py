@@ -4,12 +4,14 @@ receives (every line after INFO) must be the same."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -159,25 +161,13 @@ def config_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def on_nats_server(config_file) -> dict[str, list[str]]:
-    port = free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(config_file), "-a", "127.0.0.1",
-                             "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    with nats_server(config_file) as (port, _):
         return sessions(port)
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_accounts_and_permissions_answer_as_nats_server(config_file, on_nats_server):
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(config_file)))
-    gw.start()
-    try:
+    with gateway_with(config_file) as gw:
         got = sessions(gw.port)
-    finally:
-        gw.stop()
     assert on_nats_server["ro_gets"][-1] == "MSG orders.open 1 1 o"  # the scenario holds
     assert got == on_nats_server
 
@@ -234,34 +224,22 @@ def test_a_reload_applies_new_users_and_permissions_as_nats_server(tmp_path):
         proc.send_signal(signal.SIGHUP)
 
     conf.write_text(BEFORE)
-    port = free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(conf), "-a", "127.0.0.1",
-                             "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    with nats_server(conf) as (port, proc):
         expected = reload_sessions(port, nats_reload)
-    finally:
-        proc.kill()
-        proc.wait()
     assert expected["gone"][-1] == "<closed>"  # closed without a word, as nats-server does
 
     conf.write_text(BEFORE)
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(conf)))
-    gw.start()
+    with gateway_with(conf) as gw:
 
-    def gateway_reload():
-        conf.write_text(AFTER)
-        gw.reload()
+        def gateway_reload():
+            conf.write_text(AFTER)
+            gw.reload()
 
-    try:
         got = reload_sessions(gw.port, gateway_reload)
         conf.write_text("accounts { A: { users: [ {user: x} ] }, B: { users: [ {user: x} ] } }")
         with pytest.raises(ServerConfigError, match="duplicate user"):
             gw.reload()  # refused: the configuration in force stays
         assert Client(gw.port, user="fresh", **{"pass": "f"}).sync() == []
-    finally:
-        gw.stop()
     assert got == expected
 
 
@@ -274,6 +252,33 @@ def _wait_listening(port: int) -> None:
         except OSError:
             assert time.monotonic() < deadline, "nats-server did not start"
             time.sleep(0.05)
+
+@contextlib.contextmanager
+def nats_server(conf: Path, *args: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """nats-server reading ``conf`` on a free port (more flags in ``args``): its port and
+    process, killed on leaving."""
+    port = free_port()
+    proc = subprocess.Popen([find_nats_server(), "-c", str(conf), "-a", "127.0.0.1",
+                             "-p", str(port), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(port)
+        yield port, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def gateway_with(conf: Path, **options) -> Iterator[GatewayThread]:
+    """A core-NATS gateway reading ``conf`` on a free port, stopped on leaving."""
+    gw = GatewayThread(None, GatewayOptions(port=0, config=str(conf), **options))
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
 
 
 
@@ -335,23 +340,11 @@ def _normal(line: str) -> str:
 def test_exports_and_imports_cross_accounts_as_on_nats_server(tmp_path):
     conf = tmp_path / "server.conf"
     conf.write_text(CROSSING)
-    port = free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(conf), "-a", "127.0.0.1",
-                             "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    with nats_server(conf) as (port, _):
         expected = crossing_sessions(port)
-    finally:
-        proc.kill()
-        proc.wait()
     assert expected["b_answers"] == ["MSG _INBOX.b.1 3 2 ok"]  # the scenario holds
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(conf)))
-    gw.start()
-    try:
+    with gateway_with(conf) as gw:
         got = crossing_sessions(gw.port)
-    finally:
-        gw.stop()
     assert got == expected
 
 
@@ -399,23 +392,12 @@ def _monitor_view(port: int, http_port: int) -> dict:
 
 
 def test_monitoring_shows_accounts_and_users_as_nats_server(config_file):
-    port, http_port = free_port(), free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(config_file), "-a", "127.0.0.1",
-                             "-p", str(port), "-m", str(http_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    http_port = free_port()
+    with nats_server(config_file, "-m", str(http_port)) as (port, _):
         _wait_listening(http_port)
         expected = _monitor_view(port, http_port)
-    finally:
-        proc.kill()
-        proc.wait()
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(config_file), http_port=0))
-    gw.start()
-    try:
+    with gateway_with(config_file, http_port=0) as gw:
         got = _monitor_view(gw.port, gw.http_port)
-    finally:
-        gw.stop()
     assert got == expected
 
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from benchmarks.natsbase import find_nats_server, free_port
 from rayjet.auth.jwt import JWTError, decode, issue
 from rayjet.auth.nkeys import KeyPair
-from rayjet.gateway.embedded import GatewayThread
-from rayjet.gateway.server import GatewayOptions
-from tests.gateway.test_gateway_auth import _wait_listening
+from tests.gateway.test_gateway_auth import gateway_with, nats_server
 
 OPERATOR, ACCOUNT, STRANGER = KeyPair.create("O"), KeyPair.create("A"), KeyPair.create("A")
 USER, LIMITED = KeyPair.create("U"), KeyPair.create("U")
@@ -82,24 +78,12 @@ def _all(port: int) -> dict[str, list[str]]:
 
 def test_jwt_users_as_on_nats_server(tmp_path):
     conf = _config(tmp_path)
-    port = free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(conf), "-a", "127.0.0.1",
-                             "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    with nats_server(conf) as (port, _):
         expected = _all(port)
-    finally:
-        proc.kill()
-        proc.wait()
     assert expected["user"] == ["MSG secret 2 1", "x"]  # connected, hears itself
     assert "Authorization" in expected["unknown_account"][0]
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(conf)))
-    gw.start()
-    try:
+    with gateway_with(conf) as gw:
         got = _all(gw.port)
-    finally:
-        gw.stop()
     assert got == expected
 
 

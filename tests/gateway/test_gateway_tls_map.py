@@ -8,7 +8,6 @@ import ipaddress
 import json
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from benchmarks.natsbase import find_nats_server, free_port
-from rayjet.gateway.embedded import GatewayThread
-from rayjet.gateway.server import GatewayOptions
-from tests.gateway.test_gateway_auth import _wait_listening
+from tests.gateway.test_gateway_auth import gateway_with, nats_server
 
 
 def _issue(directory: Path, stem: str, subject: x509.Name, san: list, ca=None):
@@ -109,21 +105,9 @@ def _all(port: int, pki: Path) -> dict[str, list[str]]:
 
 
 def test_certificates_map_to_users_as_on_nats_server(pki):
-    port = free_port()
-    proc = subprocess.Popen([find_nats_server(), "-c", str(pki / "server.conf"), "-a",
-                             "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port)
+    with nats_server(pki / "server.conf") as (port, _):
         expected = _all(port, pki)
-    finally:
-        proc.kill()
-        proc.wait()
     assert expected["alice"][-1] == "PONG" and "Authorization" in "".join(expected["eve"])
-    gw = GatewayThread(None, GatewayOptions(port=0, config=str(pki / "server.conf")))
-    gw.start()
-    try:
+    with gateway_with(pki / "server.conf") as gw:
         got = _all(gw.port, pki)
-    finally:
-        gw.stop()
     assert got == expected
