@@ -8,6 +8,7 @@ nats-server's observations; ``python -m tests.differential.regenerate`` writes t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,9 +55,12 @@ class Client:
                 (HERE / "package.json").read_text())["dependencies"]["@nats-io/jetstream"]
         return "nats-py " + version("nats-py")
 
-    def observe(self, url: str, scenarios: list[str] | tuple[str, ...]) -> dict:
+    def observe(self, url: str, scenarios: list[str] | tuple[str, ...],
+                user: str | None = None, password: str | None = None) -> dict:
+        env = {**os.environ, **({"NATS_USER": user, "NATS_PASSWORD": password or ""}
+                                if user else {})}
         done = subprocess.run(self.command(url, list(scenarios)), cwd=HERE, capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -9,7 +9,11 @@ import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 
 const [url, prefix, ...wanted] = process.argv.slice(2);
-const nc = await connect({ servers: url, timeout: 10000 });
+// a user of the server's configuration when NATS_USER / NATS_PASSWORD are set
+const nc = await connect({ servers: url, timeout: 10000,
+                           ...(process.env.NATS_USER ? { user: process.env.NATS_USER,
+                                                         pass: process.env.NATS_PASSWORD }
+                                                     : {}) });
 const jsm = await jetstreamManager(nc, { timeout: 20000 });
 const js = jetstream(nc, { timeout: 20000 });
 const N = 300;

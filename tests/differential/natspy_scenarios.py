@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import enum
 import json
+import os
 import sys
 
 import nats
@@ -210,7 +211,9 @@ SCENARIOS = {f.__name__: f for f in (consume, fetch, ordered, kv, obj, shapes, e
 
 
 async def main(url: str, prefix: str, wanted: list[str]) -> dict:
-    nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=0)
+    creds = ({"user": os.environ["NATS_USER"], "password": os.environ["NATS_PASSWORD"]}
+             if os.environ.get("NATS_USER") else {})  # a user of the server's configuration
+    nc = await nats.connect(url, connect_timeout=10, max_reconnect_attempts=0, **creds)
     js = nc.jetstream(timeout=20)
     out = {}
     for name in wanted:

@@ -45,3 +45,29 @@ def test_the_gateway_observes_what_nats_server_does(
     gw = gateway()
     got = client.observe(f"nats://127.0.0.1:{gw.port}", [scenario])[scenario]
     assert differences(got, expected) == KNOWN.get((client.name, scenario), [])
+
+
+ACCOUNTS = """
+accounts {
+  A: { jetstream: enabled, users: [ {user: a, password: a} ] }
+  B: { jetstream: enabled, users: [ {user: b, password: b} ] }
+}
+"""
+IN_ACCOUNTS = ("fetch", "kv", "obj", "errors")
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_two_accounts_each_observe_what_nats_server_does(
+        gateway, drop_new_streams, client, tmp_path):  # noqa: F811
+    """The same scenarios in two accounts of one gateway, one after the other, making the
+    same stream and bucket names in each: every account observes nats-server's answers."""
+    conf = tmp_path / "server.conf"
+    conf.write_text(ACCOUNTS)
+    client.ready()
+    gw = gateway(config=str(conf))
+    golden = client.load_golden()["observed"]
+    for user in ("a", "b"):
+        got = client.observe(f"nats://127.0.0.1:{gw.port}", IN_ACCOUNTS, user, user)
+        for scenario in IN_ACCOUNTS:
+            assert differences(got[scenario], golden[scenario]) == KNOWN.get(
+                (client.name, scenario), []), (user, scenario)
