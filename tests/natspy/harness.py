@@ -7,7 +7,9 @@ run; each JetStream test case gets an empty JetStream (every stream of the previ
 deleted). Each test case gets a gateway listening on 127.0.0.1:4222 with monitoring on 8222;
 the core tests' (SingleServerTestCase) has no JetStream, as their nats-server. ``server_pool
 [0].stop()`` / ``.start()`` take the gateway down and bring it back as a server restart
-would: clients are disconnected, the streams stay.
+would: clients are disconnected, the streams stay. As nats.py's ``start()``, which spawns
+nats-server and returns, ours returns while the gateway comes up; setUp waits until it
+serves (``start_natsd``, as theirs).
 
 The server set-ups this harness cannot give (several servers clustered, TLS with the
 certificates of nats.py's repository, which its sdist does not ship, operator JWTs) are test
@@ -22,14 +24,16 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import threading
 import tracemalloc
 import unittest
 import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
+from concurrent.futures import Future
 from pathlib import Path
 
 __all__ = ["SingleServerTestCase", "SingleJetStreamServerTestCase",
            "SingleJetStreamServerLimitsTestCase", "async_test", "async_long_test", "NATSD",
-           "get_config_file"]
+           "get_config_file", "start_natsd"]
 
 _JS = None
 
@@ -67,27 +71,58 @@ class NATSD:
         self.config_file = config_file
         self.domain = domain
         self.thread = None
+        self._starting: Future | None = None
         self._fresh = True
 
     def start(self):
+        """Return before the gateway listens, as nats.py's start() once nats-server is
+        spawned: a test restarting it from a message callback goes on meanwhile. Held for
+        the gateway's JetStream start-up (Ray calls, slow under load), its client stays
+        away longer, its ordered consumers queue resets for missed heartbeats, and nats.py's
+        close() fails draining them into the lost connection."""
         from rayjet.gateway import GatewayOptions, GatewayThread
 
         js = _rayjet() if self.with_jetstream else None
         if self._fresh and js is not None:
             _empty(js)
         self._fresh = False
-        self.thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port,
-                                                       domain=self.domain,
-                                                       http_port=self.http_port,
-                                                       config=self.config_file,
-                                                       tls=self.tls))
-        self.thread.start()
+        thread = GatewayThread(js, GatewayOptions(host="127.0.0.1", port=self.port,
+                                                  domain=self.domain,
+                                                  http_port=self.http_port,
+                                                  config=self.config_file, tls=self.tls))
+        starting: Future = Future()
+
+        def run() -> None:
+            try:
+                thread.start()
+            except BaseException as exc:  # noqa: BLE001 - raised by ready()
+                starting.set_exception(exc)
+            else:
+                starting.set_result(None)
+
+        self.thread, self._starting = thread, starting
+        threading.Thread(target=run, name="natsd-start", daemon=True).start()
         return self
+
+    def ready(self) -> None:
+        """Wait until the gateway started last serves (raises what kept it from it)."""
+        if self._starting is not None:
+            self._starting.result()
 
     def stop(self) -> None:
         if self.thread is not None:
-            self.thread.stop()
-            self.thread = None
+            try:
+                self.ready()
+            finally:
+                self.thread.stop()
+                self.thread = None
+                self._starting = None
+
+
+def start_natsd(natsd: NATSD) -> None:
+    """Start ``natsd`` and wait until it serves (nats.py's start_natsd polls /varz)."""
+    natsd.start()
+    natsd.ready()
 
 
 class SingleServerTestCase(unittest.TestCase):
@@ -100,7 +135,7 @@ class SingleServerTestCase(unittest.TestCase):
         self.loop = asyncio.new_event_loop()
         server = NATSD(port=4222, with_jetstream=self.jetstream)
         self.server_pool.append(server)
-        server.start()
+        start_natsd(server)
 
     def tearDown(self):
         for natsd in self.server_pool:
@@ -152,7 +187,7 @@ class NoAuthUserServerTestCase(SingleServerTestCase):
         server = NATSD(port=4555, with_jetstream=False, http_port=8555,
                        config_file=_config_file(_NO_AUTH_USER))
         self.server_pool.append(server)
-        server.start()
+        start_natsd(server)
 
 
 class NkeysServerTestCase(SingleServerTestCase):
@@ -195,7 +230,7 @@ class NkeysServerTestCase(SingleServerTestCase):
         server = NATSD(port=4222, with_jetstream=False, config_file=_config_file(conf),
                        tls=ctx)
         self.server_pool.append(server)
-        server.start()
+        start_natsd(server)
 
 
 # the account that signed the user JWT ClientJWTAuthTest carries in its own text: this
@@ -275,7 +310,7 @@ class SingleJetStreamServerLimitsTestCase(SingleJetStreamServerTestCase):
         server = NATSD(port=4222, with_jetstream=True, domain=LIMITS_DOMAIN)
         server._fresh = False
         self.server_pool.append(server)
-        server.start()
+        start_natsd(server)
 
     def tearDown(self):
         from rayjet import AccountLimits
