@@ -71,7 +71,7 @@ def gateway(
         "--monitor/--no-monitor", help="serve HTTP monitoring")] = True,
     config: Annotated[Path | None, typer.Option(
         "--config", "-c", help="server configuration in nats-server's syntax: accounts, "
-        "users (password, bcrypt, nkey), permissions (see the README)",
+        "users (password, bcrypt, nkey), permissions (see docs/gateway.md)",
         show_default=False)] = None,
     reload: Annotated[bool, typer.Option(
         "--reload", help="make the detached gateway of --port on this node read its "

@@ -1,5 +1,5 @@
 """The NATS protocol gateway: any NATS client (nats.py, nats.go, the ``nats`` CLI) is a
-rayjet client. See the README's "NATS clients" section.
+rayjet client. See docs/gateway.md.
 
 The names below are imported on first use: ``rayjet.gateway.remote`` (the CLI's NATS client)
 and ``rayjet.gateway.protocol`` load without Ray.

@@ -199,7 +199,7 @@ def test_an_interval_keeps_what_was_acknowledged_an_interval_before(tmp_path, di
         assert_replicas_agree(cluster)
     # A torn loss may keep, on one replica only, unsynced log entries of the last interval
     # that it had applied: raft cannot take an applied entry back, so replicas can differ
-    # in that interval (the limit the README states; "always" has no such window).
+    # in that interval (the limit docs/streams.md states; "always" has no such window).
 
 
 def test_a_log_without_the_interval_loses_more(tmp_path, disk):
