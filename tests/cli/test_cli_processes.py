@@ -523,3 +523,72 @@ def test_a_backup_restores_into_another_cluster(sh, tmp_path):
         assert got.split() == ["m4"]
     finally:
         sh("server", "stop", "--port", gcs, "--force", env=env)
+
+
+ACCOUNTS_CONF = """
+accounts {
+  A: { jetstream: enabled, users: [ {user: a, password: a} ] }
+  B: { users: [ {user: b, password: b} ] }
+}
+"""
+
+
+async def _logins(url: str) -> dict[str, str]:
+    import nats
+
+    out = {}
+    for user, password in (("a", "a"), ("b", "b"), ("b", "b2"), ("", "")):
+        try:
+            nc = await nats.connect(url, user=user or None, password=password or None,
+                                    allow_reconnect=False, max_reconnect_attempts=0,
+                                    connect_timeout=10)
+        except Exception as exc:  # noqa: BLE001 - what a client sees is the observation
+            out[f"{user}:{password}"] = type(exc).__name__
+            continue
+        out[f"{user}:{password}"] = "connected"
+        if user == "a":
+            js = nc.jetstream(timeout=10)
+            await js.add_stream(name="CONFIGURED", subjects=["configured.>"])
+            out["a_publish"] = (await js.publish("configured.x", b"1")).seq
+            await js.delete_stream("CONFIGURED")
+        elif user == "b":
+            try:
+                await nc.jetstream(timeout=5).account_info()
+            except Exception as exc:  # noqa: BLE001
+                out["b_jetstream"] = getattr(exc, "err_code", type(exc).__name__)
+        await nc.close()
+    return out
+
+
+def test_a_server_with_accounts_from_its_configuration_file(sh, tmp_path):
+    """`server start --config`: users, accounts and JetStream per account as the file says;
+    `server reload` changes them for the running gateway; a file that cannot be used is
+    refused at start and at reload, the configuration in force kept."""
+    import asyncio
+
+    conf = tmp_path / "server.conf"
+    conf.write_text("accounts { A: {")
+    gcs, gw = free_port(), free_port()
+    env = fresh_env(RAYJET_STATE_DIR=str(tmp_path / "state"))
+    other = fresh_env(RAYJET_STATE_DIR=str(tmp_path / "state"), RAY_ADDRESS=f"127.0.0.1:{gcs}")
+    start = ("server", "start", "--data-dir", tmp_path / "data", "--port", gcs,
+             "--no-dashboard", "--gateway-port", gw, "--no-gateway-monitor", "--config", conf)
+    refused = sh(*start, env=env, code=2)
+    assert "configuration parse error" in refused.stderr and f"{conf}:1" in refused.stderr
+    conf.write_text(ACCOUNTS_CONF)
+    try:
+        sh(*start, env=env)
+        url = f"nats://127.0.0.1:{gw}"
+        first = asyncio.run(_logins(url))
+        assert first == {"a:a": "connected", "a_publish": 1, "b:b": "connected",
+                         "b_jetstream": 10039, "b:b2": "Error", ":": "Error"}
+        conf.write_text(ACCOUNTS_CONF.replace("password: b}", "password: b2}"))
+        sh("server", "reload", "--gateway-port", gw, env=other)
+        second = asyncio.run(_logins(url))
+        assert (second["b:b"], second["b:b2"]) == ("Error", "connected")
+        conf.write_text("broken {")
+        bad = sh("server", "reload", "--gateway-port", gw, env=other, code=2)
+        assert "the old configuration stays" in bad.stderr
+        assert asyncio.run(_logins(url))["b:b2"] == "connected"
+    finally:
+        sh("server", "stop", "--port", gcs, "--force", env=env)
