@@ -18,7 +18,7 @@ from typing import Any
 from rayjet.api import AccountLimits, StorageType, StreamConfig
 from rayjet.api.account_names import SEP, belongs, display, qualify
 from rayjet.client.column_publish import PubAcks
-from rayjet.errors import APIError, BadRequestError, StreamNotFoundError, error_for
+from rayjet.errors import APIError, BadRequestError, error_for
 
 
 def _clean(err: APIError, prefix: str) -> APIError:
@@ -346,4 +346,4 @@ def _rename_batches(got: Any) -> Any:
     return got
 
 
-__all__ = ["AccountJetStream", "StreamNotFoundError"]
+__all__ = ["AccountJetStream"]
