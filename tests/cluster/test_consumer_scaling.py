@@ -19,7 +19,10 @@ def _replicas(js, stream, name):  # noqa: F811
 
 def _running(group):
     prefix = consumer_actor_name(group, "")
-    return sorted(n for n in asyncio.run(lifecycle.running_replicas()) if n.startswith(prefix))
+    # a generous timeout: a host busy under load answers late, and one that does not answer
+    # in time contributes nothing to the listing
+    running = asyncio.run(lifecycle.running_replicas(timeout=30.0))
+    return sorted(n for n in running if n.startswith(prefix))
 
 
 def test_consumer_replicas_grow_and_shrink_with_its_config(js, stream_name,  # noqa: F811
