@@ -24,7 +24,7 @@ from rayjet.subjects import matches_any, subjects_collide
 
 log = logging.getLogger(__name__)
 
-CAPTURES_EVERY = 2.0  # s a stream catalogue read for captures is trusted
+CAPTURES_EVERY = 2.0  # s the captures are trusted without asking for catalogue changes
 POLL_LONGEST = 30.0  # s a reader's poll waits at most
 STREAM_ACTIONS = "$JS.EVENT.ADVISORY.STREAM."  # created, updated, deleted
 
@@ -39,7 +39,8 @@ class EventHub:
         self._to_store: list[tuple[str, bytes]] = []
         self._storing: asyncio.Task | None = None
         self._js: Any = None
-        self._captures: list[tuple[str, tuple[str, ...]]] = []  # (stream, subjects)
+        self._captures: dict[str, tuple[str, ...]] = {}  # stream -> its event subjects
+        self._captures_applied = -1  # the catalogue's applied index they follow
         self._captures_at = 0.0
         self.stats = {"events": 0, "stored": 0, "store_failed": 0}
 
@@ -83,22 +84,20 @@ class EventHub:
         while self._to_store:
             batch, self._to_store = self._to_store, []
             try:
-                await asyncio.to_thread(self._store_batch, batch)
+                captures = await self._capture_list(batch)
+                if captures:
+                    await asyncio.to_thread(self._store_batch, batch, captures)
             except Exception:  # noqa: BLE001 - the cluster is busy: these events are lost
                 self.stats["store_failed"] += len(batch)
                 log.warning("events could not be stored", exc_info=True)
 
-    def _store_batch(self, batch: list[tuple[str, bytes]]) -> None:
+    def _store_batch(self, batch: list[tuple[str, bytes]],
+                     captures: list[tuple[str, ...]]) -> None:
         import json
 
-        if any(subject.startswith(STREAM_ACTIONS) for subject, _ in batch):
-            self._captures_at = 0.0  # a stream came or went: which capture events now?
-        captures = self._capture_list()
-        if not captures:
-            return
         items = []
         for subject, payload in batch:
-            if any(matches_any(subject, subjects) for _, subjects in captures):
+            if any(matches_any(subject, subjects) for subjects in captures):
                 try:
                     msg_id = json.loads(payload).get("id")
                 except ValueError:
@@ -112,14 +111,28 @@ class EventHub:
         self.stats["stored"] += len(items) - failed
         self.stats["store_failed"] += failed
 
-    def _capture_list(self) -> list[tuple[str, tuple[str, ...]]]:
-        if time.monotonic() - self._captures_at > CAPTURES_EVERY:
-            configs = self._client().stream_configs()
-            self._captures = [(c.name, tuple(c.subjects)) for c in configs
-                              if any(subjects_collide(s, "$JS.EVENT.>")
-                                     for s in c.subjects or ())]
+    async def _capture_list(self, batch: list[tuple[str, bytes]]) -> list[tuple[str, ...]]:
+        """The subjects of the streams that capture events, brought up to date by the
+        catalogue's changes (one stream per change, not the whole catalogue: a hub reading
+        every stream at each creation cost O(streams) per stream made). A batch naming a
+        stream action asks at once: the meta leader posts it after the change is applied."""
+        acted = any(subject.startswith(STREAM_ACTIONS) for subject, _ in batch)
+        if acted or time.monotonic() - self._captures_at > CAPTURES_EVERY:
+            js = await asyncio.to_thread(self._client)
+            applied, configs, removed = await js.watch_stream_changes(
+                self._captures_applied, 0)
+            if configs is not None:
+                if removed is None:  # the whole catalogue
+                    self._captures = {}
+                for name in removed or ():
+                    self._captures.pop(name, None)
+                for cfg in configs:
+                    self._captures.pop(cfg.name, None)
+                    if any(subjects_collide(s, "$JS.EVENT.>") for s in cfg.subjects or ()):
+                        self._captures[cfg.name] = tuple(cfg.subjects)
+                self._captures_applied = applied
             self._captures_at = time.monotonic()
-        return self._captures
+        return list(self._captures.values())
 
     def _client(self) -> Any:
         if self._js is None:
