@@ -102,6 +102,7 @@ class JetStreamBridge:
         self._flow_waits: dict[str, PushPump] = {}  # flow control request subject -> pump
         self._refreshed = 0.0  # when the catalogue was last asked for (monotonic)
         self._refreshing: asyncio.Future | None = None
+        self._rechecks = 0  # publishes waiting in line for a catalogue refresh
         self._applied = -1  # the meta catalogue's applied index the stream catalogue is at
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
@@ -181,13 +182,25 @@ class JetStreamBridge:
             self._refreshed = time.monotonic()
             # a task of the bridge's own: stopping the gateway cancels it with the others
             self._refreshing = self._spawn(self.refresh_catalogue())
+        self._rechecks += 1
         self._spawn(self._recheck(self._refreshing, subject, reply, hdr, payload, on_miss))
+
+    @property
+    def rechecks_waiting(self) -> bool:
+        """Publishes wait for a catalogue refresh: what follows them waits in line too,
+        even where the catalogue already names its stream (a connection's messages are
+        stored in the order sent)."""
+        return self._rechecks > 0
 
     async def _recheck(self, refreshing: asyncio.Future, subject: str, reply: str | None,
                        hdr: bytes | None, payload: bytes, on_miss: Any) -> None:
-        await asyncio.shield(refreshing)
-        if not self.capture(subject, reply, hdr, payload):
-            on_miss()
+        try:
+            await asyncio.shield(refreshing)
+            # the waiters resume in the order they came: each is queued in turn
+            if not self.capture(subject, reply, hdr, payload):
+                on_miss()
+        finally:
+            self._rechecks -= 1
 
     async def refresh_catalogue(self, linearizable: bool = True) -> None:
         """Take the stream catalogue again, confirmed by the meta group's quorum (for a

@@ -657,8 +657,6 @@ class Gateway:
         if self.crossings.services:
             delivered += self._to_service(space, subject, reply, hdr, payload, origin)
         bridge = space.bridge
-        if bridge is not None and bridge.capture(subject, reply, hdr, payload):
-            return True
         wants_answer = (not delivered and reply and origin is not None
                         and origin.no_responders)
 
@@ -667,8 +665,11 @@ class Gateway:
                 self.route(reply, None, no_responders_header(subject), b"",
                            account=space.name)
 
+        waiting = bridge is not None and bridge.rechecks_waiting
+        if not waiting and bridge is not None and bridge.capture(subject, reply, hdr, payload):
+            return True
         if bridge is not None and not subject.startswith("$JS.") and (
-                (reply and not delivered) or bridge.catalogue_stale()):
+                waiting or (reply and not delivered) or bridge.catalogue_stale()):
             # a stream made since the catalogue was read (by another client) captures it:
             # a request nobody answered looks again at once (its sender waits on the
             # answer), other publishes when the catalogue is old enough
