@@ -281,6 +281,7 @@ _NAME_FIRST = {
     "backup_head", "update_consumer", "delete_consumer", "consumer_info",
     "consumers_info", "consumer_names", "pause_consumer", "unpin_consumer", "reset_consumer",
     "consumer_leader_stepdown", "get_last_msg", "get_msgs", "stream_replica_health",
+    "stream_handle",
 }
 # the cluster's, whichever account asks (no stream names in them)
 _AS_IS = {"meta_cluster", "nodes", "meta_leader_stepdown", "on_close",

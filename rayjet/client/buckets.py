@@ -8,6 +8,7 @@ from typing import Any
 
 from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
 from rayjet.api.stream import SHARED_HOSTING
+from rayjet.api.stream_access import StoredMessage
 from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, message_item
 from rayjet.errors import APIError, BadRequestError
@@ -39,8 +40,8 @@ class KeyValueAPI:
     """Mixed into :class:`rayjet.client.JetStream`; needs the stream API."""
 
     # -- plumbing for the kv and object store packages --------------------------------------
-    def _publish_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
-                        ) -> list[PubAck | APIError]:
+    def publish_to_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
+                          ) -> list[PubAck | APIError]:
         """Publish ``(subject, data, headers)`` items to a stream known by name: as
         ``publish_batch`` (one answer per message) without looking up which stream captures
         each new subject (a bucket writes a new subject per key or object)."""
@@ -51,23 +52,22 @@ class KeyValueAPI:
             answers.extend(self._send(stream, items[i:i + MAX_CALL_MSGS], timeout))
         return answers
 
-    def _scan_stream(self, stream: str, filter_: str = ">", start_seq: int = 1,
-                     end_seq: int | None = None, *, page_bytes: int = SCAN_PAGE_BYTES,
-                     page_msgs: int = SCAN_PAGE_MSGS
-                     ) -> Iterator[tuple[int, str, bytes, bytes, int]]:
-        """``(seq, subject, header block, data, timestamp ns)`` of the messages matching
-        ``filter_`` in order, read from the stream leader a page (about ``page_bytes``) at
-        a time, so memory stays bounded whatever the stream holds."""
+    def scan_stream(self, stream: str, filter_subject: str = ">", start_seq: int = 1,
+                    end_seq: int | None = None, *, page_bytes: int = 0,
+                    page_msgs: int = SCAN_PAGE_MSGS) -> Iterator[StoredMessage]:
+        """The messages matching ``filter_subject`` in order, read from the stream leader
+        a page (about ``page_bytes``, default SCAN_PAGE_BYTES) at a time, so memory stays
+        bounded whatever the stream holds."""
         seq, end = max(1, start_seq), end_seq or _LAST_SEQ
         while seq:
-            cols = self._stream_call(stream, "read_range", seq, end, filter=filter_,
-                                     max_msgs=page_msgs, max_bytes=page_bytes)
-            yield from zip(cols["seq"], cols["subject"], cols["hdr"], cols["data"], cols["ts"],
-                           strict=True)
+            cols = self._stream_call(stream, "read_range", seq, end, filter=filter_subject,
+                                     max_msgs=page_msgs, max_bytes=page_bytes or SCAN_PAGE_BYTES)
+            yield from map(StoredMessage._make, zip(cols["seq"], cols["subject"], cols["hdr"],
+                                                    cols["data"], cols["ts"], strict=True))
             seq = cols["next"]
 
-    def _object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
-                    ray_remote_args: dict[str, Any] | None = None) -> Any:
+    def object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
+                   ray_remote_args: dict[str, Any] | None = None) -> Any:
         """A Ray object ref to the bytes of the object version ``info`` (for
         ``ObjectStore.get_ref``): a Ray task reads and checks them; returned at once."""
         self._check_open()

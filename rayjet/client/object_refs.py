@@ -1,6 +1,6 @@
 """Objects as Ray object refs: a Ray task reads an object's chunks from its bucket's stream.
 
-``ObjectStore.get_ref`` (which imports no Ray) calls ``js._object_ref``; the task started
+``ObjectStore.get_ref`` (which imports no Ray) calls ``js.object_ref``; the task started
 here connects with ``rayjet.connect()`` (reusing the worker's Ray session), reads the
 version of the object the caller looked up with the object store's paged ``read_range``
 and checks its size and SHA-256, so the bytes go from the stream replicas into Ray's
@@ -45,12 +45,9 @@ _read_object_task = ray.remote(read_object)
 def _leader_node(js: Any, stream: str) -> str | None:
     """The Ray node of the stream's leader as last seen (else of its first replica)."""
     try:
-        assignment, router = js._stream(stream)
+        return js.stream_handle(stream).leader_node()
     except Exception:  # noqa: BLE001 - placement is only a preference
         return None
-    nodes = {rid: node for rid, node in assignment.get("peers", ())}
-    rid = router.leader if router.leader in nodes else next(iter(sorted(nodes)), None)
-    return nodes.get(rid) if rid is not None else None
 
 
 def object_ref(js: Any, bucket: str, stream: str, info: ObjectInfo, *,

@@ -98,8 +98,7 @@ class RepublishSubscription:
 
     # -- polling ----------------------------------------------------------------------------
     def _leader(self, name: str) -> Any:
-        _, router = self.js._stream(name)
-        return router.handle(router.leader or sorted(router.names)[0])
+        return self.js.stream_handle(name).leader_actor()
 
     def _submit(self, name: str, wait: float) -> Any:
         epoch, offset = self._cursor[name]
@@ -109,8 +108,8 @@ class RepublishSubscription:
     def _poll_now(self, name: str) -> dict[str, Any]:
         # the stream call routes to its leader and retries leader changes
         epoch, offset = self._cursor[name]
-        return self.js._stream_call(name, "republished", epoch, offset, [self.subject],
-                                    POLL_LIMIT, 0.0)
+        return self.js.stream_handle(name).call("republished", epoch, offset,
+                                                [self.subject], POLL_LIMIT, 0.0)
 
     def _settle(self, name: str, answer: dict[str, Any]) -> None:
         self._cursor[name] = (answer["epoch"], answer["next"])
@@ -127,12 +126,11 @@ class RepublishSubscription:
             if not self.streams:
                 self._stop.set()
             return
+        handle = self.js.stream_handle(name)
         if isinstance(err, NotLeaderError):
-            _, router = self.js._stream(name)
-            hint = err.fields.get("leader")
-            router.leader = hint if hint in router.names else None
+            handle.leader_moved(err.fields.get("leader"))
         else:
-            self.js._routers.pop(name, None)  # the replica set may have changed
+            handle.forget()  # the replica set may have changed
 
     def _run(self) -> None:
         inflight: dict[Any, str] = {}

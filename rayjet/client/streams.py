@@ -68,6 +68,67 @@ def _stream_info(raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
         mirror=raw.get("mirror"), sources=tuple(raw.get("sources") or ()))
 
 
+class StreamHandle:
+    """One stream's replicas as this client routes to them (``js.stream_handle(name)``),
+    for the client's own helpers that work beside a stream's leader: Spark and Ray Data
+    read tasks placed on its node, object-ref tasks, republish pollers. The catalogue's
+    entry is looked up once and kept until :meth:`forget`."""
+
+    def __init__(self, js: StreamsAPI, name: str) -> None:
+        self._js = js
+        self.name = name
+
+    @property
+    def _routing(self) -> tuple[dict[str, Any], GroupRouter]:
+        return self._js._stream(self.name)
+
+    @property
+    def group(self) -> str:
+        """The replica group's name (the stream's name and the index of its creation):
+        the prefix of its replicas' actor names."""
+        return self._routing[0]["group"]
+
+    @property
+    def replicas(self) -> list[tuple[str, str]]:
+        """``(replica id, Ray node id)`` of each replica, as the catalogue places them."""
+        return [(rid, node) for rid, node in self._routing[0]["peers"]]
+
+    @property
+    def leader(self) -> str | None:
+        """The replica id this client last saw leading (None: not known yet)."""
+        return self._routing[1].leader
+
+    def leader_node(self) -> str | None:
+        """The Ray node of the leader as last seen, else of the first replica."""
+        nodes = dict(self.replicas)
+        rid = self.leader if self.leader in nodes else next(iter(sorted(nodes)), None)
+        return nodes.get(rid) if rid is not None else None
+
+    def leader_actor(self) -> Any:
+        """The actor handle of the leader as last seen (else of the first replica), for
+        calls the caller awaits itself (``.remote()``)."""
+        router = self._routing[1]
+        return router.handle(router.leader or sorted(router.names)[0])
+
+    def call(self, method: str, *args: Any, timeout: float | None = None,
+             **kwargs: Any) -> Any:
+        """Call ``method`` on the leader, following leader changes (blocking)."""
+        return self._js._stream_call(self.name, method, *args, timeout=timeout, **kwargs)
+
+    def seq_for_time(self, ts_ns: int) -> int:
+        """The first sequence stored at or after ``ts_ns`` (ns since the epoch)."""
+        return int(self.call("reader_call", "seq_for_time", ts_ns))
+
+    def leader_moved(self, hint: str | None) -> None:
+        """A replica said it does not lead and named ``hint``: route there next."""
+        router = self._routing[1]
+        router.leader = hint if hint in router.names else None
+
+    def forget(self) -> None:
+        """The replica set may have changed: look the stream up again next time."""
+        self._js._routers.pop(self.name, None)
+
+
 class StreamsAPI:
     """Mixed into :class:`rayjet.client.JetStream`; needs ``_meta`` and ``timeout``."""
 
@@ -115,6 +176,13 @@ class StreamsAPI:
             # the replica set may have changed (scaled, moved, re-created): look again
             self._routers.pop(name, None)
             raise
+
+    def stream_handle(self, name: str) -> StreamHandle:
+        """The stream's replicas as this client routes to them (see :class:`StreamHandle`).
+        Blocking on first use: it may ask the catalogue where they are."""
+        self._check_open()
+        self._stream(name)  # a missing stream raises here, not on first use
+        return StreamHandle(self, name)
 
     def stream_link(self, name: str) -> StreamLink:
         """Raw access to one stream's leader for a protocol server that routes subjects

@@ -38,7 +38,8 @@ from rayjet.api import ConsumerConfig, KeyValueConfig, ObjectStoreConfig, Stream
 from rayjet.api.headers import decode_headers, encode_headers
 from rayjet.api.info import ConsumerInfo, PubAck, RawStreamMsg, StreamInfo
 from rayjet.api.metadata import MsgMetadata
-from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE
+from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE, ObjectInfo
+from rayjet.api.stream_access import StoredMessage
 from rayjet.errors import (
     APIError,
     AuthorizationError,
@@ -625,23 +626,29 @@ class GatewayJetStream:
     def delete_object_store(self, bucket: str) -> bool:
         return delete_object_store(self, bucket)
 
-    def _publish_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
-                        ) -> list[PubAck | APIError]:
-        """What a bucket writes: its subjects belong to its stream."""
-        return self.publish_batch(msgs)
+    def publish_to_stream(self, stream: str, msgs: list[tuple], timeout: float | None = None
+                          ) -> list[PubAck | APIError]:
+        """What a bucket writes: its subjects belong to its stream. A stream that is gone
+        raises its NotFoundError for the whole call, as the cluster's client does."""
+        answers = self.publish_batch(msgs)
+        gone = [a for a in answers if isinstance(a, NotFoundError)
+                and a.spec == "STREAM_NOT_FOUND"]
+        if answers and len(gone) == len(answers):
+            raise gone[0]
+        return answers
 
-    def _scan_stream(self, stream: str, filter_: str = ">", start_seq: int = 1,
-                     end_seq: int | None = None, page_bytes: int = 0, **_: Any
-                     ) -> Iterator[tuple[int, str, bytes, bytes, int]]:
-        """``(seq, subject, header block, data, timestamp ns)`` of the messages matching
-        ``filter_``, in order: pulled through a short-lived consumer, a page at a time
-        (``page_bytes`` given: as many object chunks of the default size as fit in it)."""
+    def scan_stream(self, stream: str, filter_subject: str = ">", start_seq: int = 1,
+                    end_seq: int | None = None, *, page_bytes: int = 0
+                    ) -> Iterator[StoredMessage]:
+        """The messages matching ``filter_subject``, in order: pulled through a short-lived
+        consumer, a page at a time (``page_bytes`` given: as many object chunks of the
+        default size as fit in it)."""
         batch = max(1, page_bytes // DEFAULT_CHUNK_SIZE) if page_bytes else SCAN_PAGE
         page: dict[str, Any] = {"batch": min(batch, SCAN_PAGE), "no_wait": True}
         cfg: dict[str, Any] = {"ack_policy": "none", "mem_storage": True, "num_replicas": 1,
                                "inactive_threshold": SCAN_IDLE_NS}
-        if filter_ and filter_ != ">":
-            cfg["filter_subject"] = filter_
+        if filter_subject and filter_subject != ">":
+            cfg["filter_subject"] = filter_subject
         if start_seq > 1:
             cfg.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq)
         name = self._api(f"CONSUMER.CREATE.{stream}",
@@ -656,7 +663,7 @@ class GatewayJetStream:
                     seq, ts, pending = int(tokens[-4]), int(tokens[-2]), int(tokens[-1])
                     if end_seq and seq > end_seq:
                         return
-                    yield seq, subject, block or b"", data, ts
+                    yield StoredMessage(seq, subject, block or b"", data, ts)
                     got += 1
                     if not pending:
                         return
@@ -665,6 +672,13 @@ class GatewayJetStream:
         finally:
             with contextlib.suppress(APIError):
                 self._api(f"CONSUMER.DELETE.{stream}.{name}")
+
+    def object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
+                   ray_remote_args: dict[str, Any] | None = None) -> Any:
+        """Object refs are Ray's: a connection through a gateway has none to give."""
+        raise BadRequestError("object refs need a connection inside the Ray cluster "
+                              "(rayjet.connect() without a nats:// URL); read the object "
+                              "with get() here")
 
     def close(self) -> None:
         self.nc.close()

@@ -5,8 +5,8 @@ stream keeps ``history`` of them); a delete or purge is a message with a ``KV-Op
 header (a purge also rolls the subject up). Compare-and-set uses the stream's
 ``Nats-Expected-Last-Subject-Sequence`` check, so it is decided once, on the stream leader.
 
-``js`` is the client connection (duck-typed: ``_publish_stream``, ``_scan_stream``,
-``get_msg``, ``purge_stream`` and ``stream_info``); nothing here talks to Ray directly.
+``js`` is any :class:`rayjet.api.stream_access.StreamAccess` (the cluster's client or a
+connection through a gateway); nothing here talks to Ray directly.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from rayjet.api import KeyValueOp, StreamInfo
 from rayjet.api import headers as H
+from rayjet.api.stream_access import StoredMessage, StreamAccess
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -128,7 +129,7 @@ def ttl_header(msg_ttl: float | str | None) -> dict[str, str]:
 class KeyValue:
     """A key-value bucket. Get one with ``js.create_key_value(...)`` or ``js.key_value(name)``."""
 
-    def __init__(self, js: Any, bucket: str, stream: str, *, pre: str | None = None,
+    def __init__(self, js: StreamAccess, bucket: str, stream: str, *, pre: str | None = None,
                  direct: bool = True) -> None:
         self._js = js
         self._bucket = bucket
@@ -167,7 +168,7 @@ class KeyValue:
     def _publish(self, key: str, value: bytes | str, headers: dict[str, str] | None) -> int:
         try:
             with self._bucket_errors():
-                (ack,) = self._js._publish_stream(
+                (ack,) = self._js.publish_to_stream(
                     self._write_stream, [(self._pre + key, value, headers or None)])
                 if isinstance(ack, BaseException):
                     raise ack
@@ -182,9 +183,9 @@ class KeyValue:
         return Entry(bucket=self._bucket, key=key, value=data, revision=seq, delta=delta,
                      created=created, operation=_operation(hdrs))
 
-    def _scan(self, filter_: str = ">") -> Iterator[tuple[int, str, bytes, bytes, int]]:
+    def _scan(self, filter_: str = ">") -> Iterator[StoredMessage]:
         with self._bucket_errors():
-            yield from self._js._scan_stream(self._stream, filter_)
+            yield from self._js.scan_stream(self._stream, filter_)
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, key: str, revision: int | None = None) -> Entry:
@@ -359,13 +360,13 @@ class KeyValue:
 
 
 # -- a connection's bucket calls (the Ray client and the CLI's NATS client share them) -------
-def bucket_of_info(js: Any, info: StreamInfo) -> KeyValue:
+def bucket_of_info(js: StreamAccess, info: StreamInfo) -> KeyValue:
     """The bucket a KV stream holds, over ``js``."""
     name, pre = bucket_of_stream(info.config)
     return KeyValue(js, name, info.config.name, pre=pre, direct=bool(info.config.allow_direct))
 
 
-def open_bucket(js: Any, bucket: str) -> KeyValue:
+def open_bucket(js: StreamAccess, bucket: str) -> KeyValue:
     """An existing bucket; BucketNotFoundError when there is none."""
     try:
         info = js.stream_info(stream_name(bucket))
@@ -374,7 +375,7 @@ def open_bucket(js: Any, bucket: str) -> KeyValue:
     return bucket_of_info(js, info)
 
 
-def delete_bucket(js: Any, bucket: str) -> bool:
+def delete_bucket(js: StreamAccess, bucket: str) -> bool:
     try:
         return js.delete_stream(stream_name(bucket))
     except StreamNotFoundError:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rayjet.api import ConsumerConfig, DeliverPolicy, KeyValueOp
+from rayjet.api.stream_access import StreamAccess
 from rayjet.errors import TimeoutError
 
 
@@ -56,7 +57,7 @@ class KeyWatcher:
         self.stop()
 
 
-def start_watch(js: Any, stream: str, subjects: list[str], *, include_history: bool,
+def start_watch(js: StreamAccess, stream: str, subjects: list[str], *, include_history: bool,
                 updates_only: bool, meta_only: bool) -> tuple[Any, int]:
     """Subscribe an ordered consumer; returns it and how many initial messages it owes."""
     if updates_only:

@@ -8,9 +8,8 @@ new metadata (the switch), then purges the old chunks: a failure at any point le
 version readable (and purges the new chunks when the client is still there to do it).
 
 Chunks are published and read in bounded groups, so an object of any size moves through a
-few MiB of memory. ``js`` is the client connection (duck-typed: ``_publish_stream``,
-``_scan_stream``, ``_object_ref``, ``get_msg``, ``purge_stream``, ``stream_info``,
-``update_stream`` and ``object_store``); nothing here talks to Ray directly.
+few MiB of memory. ``js`` is any :class:`rayjet.api.stream_access.StreamAccess` (the
+cluster's client or a connection through a gateway); nothing here talks to Ray directly.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from rayjet.api import (
 )
 from rayjet.api import headers as H
 from rayjet.api.objectstore import DEFAULT_CHUNK_SIZE
+from rayjet.api.stream_access import StoredMessage, StreamAccess
 from rayjet.errors import (
     APIError,
     BadObjectMetaError,
@@ -169,7 +169,7 @@ class ObjectStore:
     """An object store bucket. Get one with ``js.create_object_store(...)`` or
     ``js.object_store(name)``."""
 
-    def __init__(self, js: Any, bucket: str, stream: str) -> None:
+    def __init__(self, js: StreamAccess, bucket: str, stream: str) -> None:
         self._js = js
         self._bucket = bucket
         self._stream = stream
@@ -214,7 +214,7 @@ class ObjectStore:
     def _publish_meta(self, info: ObjectInfo) -> int:
         body = json.dumps(info.to_dict(), separators=(",", ":")).encode()
         with self._bucket_errors():
-            (ack,) = self._js._publish_stream(
+            (ack,) = self._js.publish_to_stream(
                 self._stream, [(self._meta_subject(info.name), body,
                                 {H.ROLLUP: H.ROLLUP_SUBJECT})])
             if isinstance(ack, BaseException):
@@ -232,9 +232,9 @@ class ObjectStore:
         except Exception:  # noqa: BLE001 - keep the original error
             pass
 
-    def _scan(self, filter_: str) -> Iterator[tuple[int, str, bytes, bytes, int]]:
+    def _scan(self, filter_: str) -> Iterator[StoredMessage]:
         with self._bucket_errors():
-            yield from self._js._scan_stream(self._stream, filter_, page_bytes=READ_PAGE_BYTES)
+            yield from self._js.scan_stream(self._stream, filter_, page_bytes=READ_PAGE_BYTES)
 
     @staticmethod
     def _decode_info(data: bytes, ts: datetime | None) -> ObjectInfo:
@@ -333,7 +333,7 @@ class ObjectStore:
                 link.name, ray_remote_args=ray_remote_args)
         if not info.nuid:
             raise BadObjectMetaError(err=f"object {name!r} has no nuid")
-        return self._js._object_ref(self._bucket, self._stream, info,
+        return self._js.object_ref(self._bucket, self._stream, info,
                                     ray_remote_args=ray_remote_args)
 
     def _read_version(self, info: ObjectInfo) -> bytes:
@@ -414,7 +414,7 @@ class ObjectStore:
                 if not group:
                     break
                 chunks += len(group)
-                answers = self._js._publish_stream(self._stream, group)
+                answers = self._js.publish_to_stream(self._stream, group)
                 del group
                 for answer in answers:
                     if isinstance(answer, BaseException):
@@ -563,7 +563,7 @@ class ObjectWatcher:
         self._sub.unsubscribe()
 
 
-def _start_meta_watch(js: Any, stream: str, subject: str, *, include_history: bool,
+def _start_meta_watch(js: StreamAccess, stream: str, subject: str, *, include_history: bool,
                       updates_only: bool) -> tuple[Any, int]:
     from rayjet.api import ConsumerConfig, DeliverPolicy
 
@@ -579,7 +579,7 @@ def _start_meta_watch(js: Any, stream: str, subject: str, *, include_history: bo
     return sub, 0 if updates_only else info.num_pending
 
 
-def open_object_store(js: Any, bucket: str) -> ObjectStore:
+def open_object_store(js: StreamAccess, bucket: str) -> ObjectStore:
     """An existing object store over ``js`` (either client); BucketNotFoundError when there
     is none."""
     stream = stream_name(bucket)
@@ -590,7 +590,7 @@ def open_object_store(js: Any, bucket: str) -> ObjectStore:
     return ObjectStore(js, bucket, stream)
 
 
-def delete_object_store(js: Any, bucket: str) -> bool:
+def delete_object_store(js: StreamAccess, bucket: str) -> bool:
     try:
         return js.delete_stream(stream_name(bucket))
     except StreamNotFoundError:

@@ -93,7 +93,7 @@ def open_cursor(js: Any, stream: str, durable: str, filters: tuple[str, ...], *,
         start = max(start, cfg.opt_start_seq)
     elif cfg.deliver_policy is DeliverPolicy.BY_START_TIME and cfg.opt_start_time is not None:
         ts_ns = int(cfg.opt_start_time.timestamp() * 1_000_000) * 1000
-        start = max(start, int(js._stream_call(stream, "reader_call", "seq_for_time", ts_ns)))
+        start = max(start, js.stream_handle(stream).seq_for_time(ts_ns))
     return start, info
 
 

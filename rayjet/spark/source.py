@@ -395,7 +395,7 @@ def _ns(t: datetime | float | int | None, what: str) -> int | None:
 
 
 def _seq_for_time(js: Any, stream: str, ts_ns: int) -> int:
-    return int(js._stream_call(stream, "reader_call", "seq_for_time", ts_ns))
+    return js.stream_handle(stream).seq_for_time(ts_ns)
 
 
 def make_plan(js: Any, stream: str, *, subjects=None, start_seq: int | None = None,
@@ -411,9 +411,9 @@ def make_plan(js: Any, stream: str, *, subjects=None, start_seq: int | None = No
             raise BadRequestError(f"{name} must be a sequence number >= 0, not {v!r}")
     info = js.stream_info(stream)
     st = info.state
-    assignment, _router = js._stream(stream)
+    handle = js.stream_handle(stream)
     leader = info.cluster.leader if info.cluster is not None else None
-    rids = [rid for rid, _node in assignment["peers"]]
+    rids = [rid for rid, _node in handle.replicas]
     replicas = tuple([r for r in rids if r != leader] + [r for r in rids if r == leader])
     filt, local = _filters(subjects)
     start_ns, end_ns = _ns(start_time, "start_time"), _ns(end_time, "end_time")
@@ -425,8 +425,8 @@ def make_plan(js: Any, stream: str, *, subjects=None, start_seq: int | None = No
     if end_ns is not None:
         hi = min(hi, _seq_for_time(js, stream, end_ns) - 1)
     total_span = max(1, st.last_seq - first + 1)
-    return ReadPlan(stream=info.config.name, group=assignment["group"], replicas=replicas,
-                    nodes=_replica_nodes(assignment["group"], replicas),
+    return ReadPlan(stream=info.config.name, group=handle.group, replicas=replicas,
+                    nodes=_replica_nodes(handle.group, replicas),
                     start_seq=lo, end_seq=hi, filter=filt, local_filters=local,
                     start_ns=start_ns, end_ns=end_ns, headers=headers, decoder=decoder,
                     bytes_per_seq=(st.bytes / total_span) if st.messages else 0.0, **tuning)

@@ -4,6 +4,7 @@ session's rayjet (core routing, auth, bad input, batching of publishes)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
@@ -171,6 +172,46 @@ def test_publishes_that_arrive_together_leave_in_few_calls(gateway, js, stream_n
     assert sum(calls) == 500 and len(calls) < 100
     msg = js.get_msg(stream_name, 321)
     assert msg.data == b"320" and msg.subject == f"{stream_name}.{320 % 7}"
+
+
+def test_publishes_to_a_stream_the_gateway_has_not_seen_yet_keep_their_order(
+        gateway, js, stream_name, drop_new_streams, monkeypatch):  # noqa: F811
+    # another client makes the stream; the gateway learns of it only when a publish asks,
+    # and its refresh ends a while after the new catalogue is in place: publishes that
+    # come in that while must queue behind the one that asked, not overtake it
+    from rayjet.gateway import jetstream as bridge_module
+
+    real_refresh = bridge_module.JetStreamBridge.refresh_catalogue
+
+    async def not_followed(self):
+        await asyncio.Event().wait()
+
+    async def slow_to_end(self, *args, **kwargs):
+        await real_refresh(self, *args, **kwargs)
+        await asyncio.sleep(0.5)
+
+    monkeypatch.setattr(bridge_module.JetStreamBridge, "_catalogue_loop", not_followed)
+    monkeypatch.setattr(bridge_module.JetStreamBridge, "refresh_catalogue", slow_to_end)
+    gw = gateway()
+    (bridge,) = gw.gateway.bridges.values()
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+
+    async def run():
+        nc = await nats.connect(f"nats://127.0.0.1:{gw.port}")
+        first = asyncio.ensure_future(nc.request(f"{stream_name}.a", b"0", timeout=10))
+        deadline = time.monotonic() + 10
+        while bridge.stream_for(f"{stream_name}.b") is None:  # the new catalogue is in
+            assert time.monotonic() < deadline, "the gateway never saw the stream"
+            await asyncio.sleep(0.005)
+        rest = [asyncio.ensure_future(nc.request(f"{stream_name}.b", str(i).encode(),
+                                                 timeout=10)) for i in range(1, 6)]
+        answers = [json.loads(m.data) for m in await asyncio.gather(first, *rest)]
+        await nc.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert [a["seq"] for a in answers] == [1, 2, 3, 4, 5, 6]
+    assert [m.data for m in js.scan_stream(stream_name)] == [b"0", b"1", b"2", b"3", b"4", b"5"]
 
 
 def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_name,  # noqa: F811

@@ -92,9 +92,9 @@ def test_deleted_or_replaced_after_lookup_raise_at_ray_get(js, obs):
     stale = obs.put("moving", data)
     obs.put("moving", os.urandom(200 * KIB))  # replaced: the looked-up chunks are purged
     with pytest.raises(ObjectNotFoundError) as exc:
-        ray.get(js._object_ref(obs.bucket, obs.stream, stale), timeout=60)
+        ray.get(js.object_ref(obs.bucket, obs.stream, stale), timeout=60)
     assert "replaced" in str(exc.value)
     current = obs.info("moving")
     obs.delete("moving")
     with pytest.raises(ObjectDeletedError):
-        ray.get(js._object_ref(obs.bucket, obs.stream, current), timeout=60)
+        ray.get(js.object_ref(obs.bucket, obs.stream, current), timeout=60)
