@@ -19,7 +19,6 @@ finds a record failing its checksum later, which makes its seq lost too).
 from __future__ import annotations
 
 import os
-import zlib
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
@@ -51,59 +50,6 @@ LEGACY_INDEX = "index.dat"  # the clean-close index of earlier versions: not rea
 _OFF_BITS = 40
 _OFF_MASK = (1 << _OFF_BITS) - 1
 _add30 = (30).__add__
-
-
-def _plain_frames(seqs, tss, sbs, hdrs, datas, lens) -> bytes:
-    """The plain records of messages whose frame lengths are ``lens``, back to back."""
-    pack, hpack, u32 = rec._MSG_HEAD.pack, rec._HASH.pack, rec._U32.pack
-    crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, rec.F_HDR
-    parts: list[bytes] = []
-    out = parts.append
-    if any(hdrs):
-        for seq, ts, sb, hdr, data, n in zip(seqs, tss, sbs, hdrs, datas, lens):
-            if hdr:
-                r = b"".join((pack(n | f_hdr, seq, ts, len(sb)), sb, u32(len(hdr)), hdr, data))
-            else:
-                r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
-            out(r)
-            out(hpack(crc32(r), adler32(r)))
-    else:
-        for seq, ts, sb, data, n in zip(seqs, tss, sbs, datas, lens):
-            r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
-            out(r)
-            out(hpack(crc32(r), adler32(r)))
-    return b"".join(parts)
-
-
-def _parse_plain(buf, above: int) -> list[tuple]:
-    """(seq, ts, subject, hdr, length, offset) of each plain message record in ``buf``
-    whose seq is above ``above``, every record's checksum verified first."""
-    view = memoryview(buf)
-    unpack, u32 = rec._MSG_HEAD.unpack_from, rec._U32.unpack_from
-    hpack, crc32, adler32 = rec._HASH.pack, zlib.crc32, zlib.adler32
-    len_mask, transformed, f_hdr = rec.LEN_MASK, rec.F_COMPRESSED | rec.F_ENCRYPTED, rec.F_HDR
-    out: list[tuple] = []
-    off, end = 0, len(buf)
-    while off < end:
-        if end - off < rec.MIN_FRAME:
-            raise StoreCorruptionError(err=f"copied record at byte {off} is cut short")
-        lf, seq, ts, slen = unpack(buf, off)
-        n = lf & len_mask
-        tail = off + n - 8
-        if n < rec.MIN_FRAME or off + n > end or \
-                hpack(crc32(view[off:tail]), adler32(view[off:tail])) != view[tail:off + n]:
-            raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
-        if lf & transformed or seq > rec.SEQ_MASK:
-            raise StoreCorruptionError(err=f"copied record at byte {off} is not a plain message")
-        if seq > above:
-            at = off + 22 + slen
-            hdr = b""
-            if lf & f_hdr:
-                hdr = bytes(view[at + 4:at + 4 + u32(buf, at)[0]])
-            out.append((seq, ts, str(view[off + 22:at], "utf-8"), hdr, n, off))
-            above = seq
-        off += n
-    return out
 
 
 class FileStore(BaseStore):
@@ -315,7 +261,7 @@ class FileStore(BaseStore):
                 lens = list(map(_add30, map(_plus, map(len, sbs), map(len, datas))))
             if pos + sum(lens) <= self.config.block_size:
                 # the whole batch fits in the active block: no roll to look for per record
-                wbuf += _plain_frames(seqs, tss, sbs, hdrs, datas, lens)
+                wbuf += rec.encode_plain_msgs(seqs, tss, sbs, hdrs, datas, lens)
                 locs = list(accumulate(lens, initial=(blk.no << _OFF_BITS) | pos))
                 locs.pop()
                 blk.max_seq = max(blk.max_seq, seqs[-1])
@@ -341,7 +287,7 @@ class FileStore(BaseStore):
                     continue
                 stop = start + 1  # a record larger than a block has one to itself
             part = lens[start:stop]
-            self._wbuf += _plain_frames(seqs[start:stop], tss[start:stop], sbs[start:stop],
+            self._wbuf += rec.encode_plain_msgs(seqs[start:stop], tss[start:stop], sbs[start:stop],
                                         hdrs[start:stop], datas[start:stop], part)
             locs += accumulate(part, initial=(blk.no << _OFF_BITS) | pos)
             locs.pop()
@@ -618,7 +564,7 @@ class FileStore(BaseStore):
         if self._codec.transforms:
             return super().import_records(buf)
         self._check_open()
-        recs = _parse_plain(buf, self._idx.last)
+        recs = rec.parse_plain_msgs(buf, self._idx.last)
         if recs:
             self._write_copied(buf, recs)
         self._commit()
