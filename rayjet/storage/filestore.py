@@ -18,6 +18,7 @@ finds a record failing its checksum later, which makes its seq lost too).
 
 from __future__ import annotations
 
+import heapq
 import os
 from bisect import bisect_right
 from collections.abc import Callable
@@ -149,12 +150,15 @@ class FileStore(BaseStore):
             self._ckpt_due = True
 
     # -- what recovery (recovery.py, scrub.py) reads and sets --------------------------------
+    # the only way they reach the store's state, so its fields can change behind them
     @property
     def index(self) -> Index:
+        """The in-RAM index recovery fills (from index files, or frame by frame)."""
         return self._idx
 
     @property
     def codec(self) -> BodyCodec:
+        """Decodes the bodies of this store's records (compressed, encrypted)."""
         return self._codec
 
     @property
@@ -163,12 +167,15 @@ class FileStore(BaseStore):
         return self._lost
 
     def block(self, no: int) -> Block | None:
+        """Block file ``no``, or None when it is not there."""
         return self._blocks.get(no)
 
     def block_numbers(self) -> list[int]:
+        """The numbers of the block files there are, in order."""
         return sorted(self._blocks)
 
     def ttl_of(self, hdr: bytes, ttl: int = 0) -> int:
+        """``ttl``, or when it is 0 the TTL the Nats-TTL header in ``hdr`` asks for."""
         return self._ttl_of(hdr, ttl)
 
     def track_ttls(self, no: int, ttls: list[list[int]]) -> None:
@@ -178,7 +185,16 @@ class FileStore(BaseStore):
         self._ttl_log.setdefault(no, []).extend(ttls)
 
     def clear_ttl_log(self, no: int) -> None:
+        """Block ``no`` is decoded again: its Nats-TTL log is rebuilt from its frames."""
         self._ttl_log[no] = []
+
+    def forget_ttls_of_removed(self) -> None:
+        """Drop the TTL bookkeeping of seqs that are no longer live (after a replay)."""
+        idx = self._idx
+        self._ttl_exp = {s: e for s, e in self._ttl_exp.items() if idx.live(s)}
+        self._ttl_heap = [(e, s) for s, e in self._ttl_exp.items()]
+        heapq.heapify(self._ttl_heap)
+        self._never = {s for s in self._never if idx.live(s)}
 
     def trust_index(self, no: int, file_hash: bytes) -> None:
         """Block ``no``'s index file (with hash ``file_hash``) matches it: keep using it."""
@@ -195,9 +211,11 @@ class FileStore(BaseStore):
             self._idx.remove(seq)
 
     def note_damage(self, no: int, regions) -> None:
+        """Block ``no`` holds no valid frame in ``regions`` (start, end)."""
         self.damage.extend((no, start, end) for start, end in regions)
 
     def note_decoded(self, frames: int) -> None:
+        """A block (or its tail) was decoded frame by frame: ``frames`` of them."""
         self.recovery["blocks_replayed"] += 1
         self.recovery["frames_replayed"] += frames
 
