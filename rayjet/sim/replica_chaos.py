@@ -81,10 +81,12 @@ class ReplicaChaos:
 
     def _release(self, r: SimReplica) -> None:
         """Close what only a dying process would: the raw descriptors of the abandoned
-        store's block files and of the log's side file (best effort: private fields)."""
+        store's block files and of the log's side file (best effort: the log's private
+        fields)."""
         fds = []
         if r.machine is not None:
-            for blk in getattr(r.machine.store, "_blocks", {}).values():
+            store = r.machine.store
+            for blk in map(store.block, store.block_numbers()):
                 if getattr(blk, "fd", -1) >= 0:
                     fds.append(blk.fd)
                     blk.fd = -1

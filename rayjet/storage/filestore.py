@@ -18,8 +18,8 @@ finds a record failing its checksum later, which makes its seq lost too).
 
 from __future__ import annotations
 
+import heapq
 import os
-import zlib
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
@@ -51,59 +51,6 @@ LEGACY_INDEX = "index.dat"  # the clean-close index of earlier versions: not rea
 _OFF_BITS = 40
 _OFF_MASK = (1 << _OFF_BITS) - 1
 _add30 = (30).__add__
-
-
-def _plain_frames(seqs, tss, sbs, hdrs, datas, lens) -> bytes:
-    """The plain records of messages whose frame lengths are ``lens``, back to back."""
-    pack, hpack, u32 = rec._MSG_HEAD.pack, rec._HASH.pack, rec._U32.pack
-    crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, rec.F_HDR
-    parts: list[bytes] = []
-    out = parts.append
-    if any(hdrs):
-        for seq, ts, sb, hdr, data, n in zip(seqs, tss, sbs, hdrs, datas, lens):
-            if hdr:
-                r = b"".join((pack(n | f_hdr, seq, ts, len(sb)), sb, u32(len(hdr)), hdr, data))
-            else:
-                r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
-            out(r)
-            out(hpack(crc32(r), adler32(r)))
-    else:
-        for seq, ts, sb, data, n in zip(seqs, tss, sbs, datas, lens):
-            r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
-            out(r)
-            out(hpack(crc32(r), adler32(r)))
-    return b"".join(parts)
-
-
-def _parse_plain(buf, above: int) -> list[tuple]:
-    """(seq, ts, subject, hdr, length, offset) of each plain message record in ``buf``
-    whose seq is above ``above``, every record's checksum verified first."""
-    view = memoryview(buf)
-    unpack, u32 = rec._MSG_HEAD.unpack_from, rec._U32.unpack_from
-    hpack, crc32, adler32 = rec._HASH.pack, zlib.crc32, zlib.adler32
-    len_mask, transformed, f_hdr = rec.LEN_MASK, rec.F_COMPRESSED | rec.F_ENCRYPTED, rec.F_HDR
-    out: list[tuple] = []
-    off, end = 0, len(buf)
-    while off < end:
-        if end - off < rec.MIN_FRAME:
-            raise StoreCorruptionError(err=f"copied record at byte {off} is cut short")
-        lf, seq, ts, slen = unpack(buf, off)
-        n = lf & len_mask
-        tail = off + n - 8
-        if n < rec.MIN_FRAME or off + n > end or \
-                hpack(crc32(view[off:tail]), adler32(view[off:tail])) != view[tail:off + n]:
-            raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
-        if lf & transformed or seq > rec.SEQ_MASK:
-            raise StoreCorruptionError(err=f"copied record at byte {off} is not a plain message")
-        if seq > above:
-            at = off + 22 + slen
-            hdr = b""
-            if lf & f_hdr:
-                hdr = bytes(view[at + 4:at + 4 + u32(buf, at)[0]])
-            out.append((seq, ts, str(view[off + 22:at], "utf-8"), hdr, n, off))
-            above = seq
-        off += n
-    return out
 
 
 class FileStore(BaseStore):
@@ -203,12 +150,15 @@ class FileStore(BaseStore):
             self._ckpt_due = True
 
     # -- what recovery (recovery.py, scrub.py) reads and sets --------------------------------
+    # the only way they reach the store's state, so its fields can change behind them
     @property
     def index(self) -> Index:
+        """The in-RAM index recovery fills (from index files, or frame by frame)."""
         return self._idx
 
     @property
     def codec(self) -> BodyCodec:
+        """Decodes the bodies of this store's records (compressed, encrypted)."""
         return self._codec
 
     @property
@@ -217,12 +167,15 @@ class FileStore(BaseStore):
         return self._lost
 
     def block(self, no: int) -> Block | None:
+        """Block file ``no``, or None when it is not there."""
         return self._blocks.get(no)
 
     def block_numbers(self) -> list[int]:
+        """The numbers of the block files there are, in order."""
         return sorted(self._blocks)
 
     def ttl_of(self, hdr: bytes, ttl: int = 0) -> int:
+        """``ttl``, or when it is 0 the TTL the Nats-TTL header in ``hdr`` asks for."""
         return self._ttl_of(hdr, ttl)
 
     def track_ttls(self, no: int, ttls: list[list[int]]) -> None:
@@ -232,7 +185,16 @@ class FileStore(BaseStore):
         self._ttl_log.setdefault(no, []).extend(ttls)
 
     def clear_ttl_log(self, no: int) -> None:
+        """Block ``no`` is decoded again: its Nats-TTL log is rebuilt from its frames."""
         self._ttl_log[no] = []
+
+    def forget_ttls_of_removed(self) -> None:
+        """Drop the TTL bookkeeping of seqs that are no longer live (after a replay)."""
+        idx = self._idx
+        self._ttl_exp = {s: e for s, e in self._ttl_exp.items() if idx.live(s)}
+        self._ttl_heap = [(e, s) for s, e in self._ttl_exp.items()]
+        heapq.heapify(self._ttl_heap)
+        self._never = {s for s in self._never if idx.live(s)}
 
     def trust_index(self, no: int, file_hash: bytes) -> None:
         """Block ``no``'s index file (with hash ``file_hash``) matches it: keep using it."""
@@ -249,9 +211,11 @@ class FileStore(BaseStore):
             self._idx.remove(seq)
 
     def note_damage(self, no: int, regions) -> None:
+        """Block ``no`` holds no valid frame in ``regions`` (start, end)."""
         self.damage.extend((no, start, end) for start, end in regions)
 
     def note_decoded(self, frames: int) -> None:
+        """A block (or its tail) was decoded frame by frame: ``frames`` of them."""
         self.recovery["blocks_replayed"] += 1
         self.recovery["frames_replayed"] += frames
 
@@ -315,7 +279,7 @@ class FileStore(BaseStore):
                 lens = list(map(_add30, map(_plus, map(len, sbs), map(len, datas))))
             if pos + sum(lens) <= self.config.block_size:
                 # the whole batch fits in the active block: no roll to look for per record
-                wbuf += _plain_frames(seqs, tss, sbs, hdrs, datas, lens)
+                wbuf += rec.encode_plain_msgs(seqs, tss, sbs, hdrs, datas, lens)
                 locs = list(accumulate(lens, initial=(blk.no << _OFF_BITS) | pos))
                 locs.pop()
                 blk.max_seq = max(blk.max_seq, seqs[-1])
@@ -341,7 +305,7 @@ class FileStore(BaseStore):
                     continue
                 stop = start + 1  # a record larger than a block has one to itself
             part = lens[start:stop]
-            self._wbuf += _plain_frames(seqs[start:stop], tss[start:stop], sbs[start:stop],
+            self._wbuf += rec.encode_plain_msgs(seqs[start:stop], tss[start:stop], sbs[start:stop],
                                         hdrs[start:stop], datas[start:stop], part)
             locs += accumulate(part, initial=(blk.no << _OFF_BITS) | pos)
             locs.pop()
@@ -618,7 +582,7 @@ class FileStore(BaseStore):
         if self._codec.transforms:
             return super().import_records(buf)
         self._check_open()
-        recs = _parse_plain(buf, self._idx.last)
+        recs = rec.parse_plain_msgs(buf, self._idx.last)
         if recs:
             self._write_copied(buf, recs)
         self._commit()

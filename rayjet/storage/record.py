@@ -28,6 +28,8 @@ from __future__ import annotations
 import struct
 import zlib
 
+from rayjet.errors import StoreCorruptionError
+
 HEAD = struct.Struct("<IQQ")  # length|flags, seq|kind, ts
 HEAD_LEN = HEAD.size  # 20
 HASH_LEN = 8
@@ -96,6 +98,59 @@ def encode_msg(seq: int, ts: int, subj: bytes, hdr: bytes, data: bytes) -> bytes
     return rec + _HASH.pack(zlib.crc32(rec), zlib.adler32(rec))
 
 
+def encode_plain_msgs(seqs, tss, sbs, hdrs, datas, lens) -> bytes:
+    """The plain records of messages whose frame lengths are ``lens``, back to back."""
+    pack, hpack, u32 = _MSG_HEAD.pack, _HASH.pack, _U32.pack
+    crc32, adler32, f_hdr = zlib.crc32, zlib.adler32, F_HDR
+    parts: list[bytes] = []
+    out = parts.append
+    if any(hdrs):
+        for seq, ts, sb, hdr, data, n in zip(seqs, tss, sbs, hdrs, datas, lens):
+            if hdr:
+                r = b"".join((pack(n | f_hdr, seq, ts, len(sb)), sb, u32(len(hdr)), hdr, data))
+            else:
+                r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
+            out(r)
+            out(hpack(crc32(r), adler32(r)))
+    else:
+        for seq, ts, sb, data, n in zip(seqs, tss, sbs, datas, lens):
+            r = b"".join((pack(n, seq, ts, len(sb)), sb, data))
+            out(r)
+            out(hpack(crc32(r), adler32(r)))
+    return b"".join(parts)
+
+
+def parse_plain_msgs(buf, above: int) -> list[tuple]:
+    """(seq, ts, subject, hdr, length, offset) of each plain message record in ``buf``
+    whose seq is above ``above``, every record's checksum verified first."""
+    view = memoryview(buf)
+    unpack, u32 = _MSG_HEAD.unpack_from, _U32.unpack_from
+    hpack, crc32, adler32 = _HASH.pack, zlib.crc32, zlib.adler32
+    len_mask, transformed, f_hdr = LEN_MASK, F_COMPRESSED | F_ENCRYPTED, F_HDR
+    out: list[tuple] = []
+    off, end = 0, len(buf)
+    while off < end:
+        if end - off < MIN_FRAME:
+            raise StoreCorruptionError(err=f"copied record at byte {off} is cut short")
+        lf, seq, ts, slen = unpack(buf, off)
+        n = lf & len_mask
+        tail = off + n - 8
+        if n < MIN_FRAME or off + n > end or \
+                hpack(crc32(view[off:tail]), adler32(view[off:tail])) != view[tail:off + n]:
+            raise StoreCorruptionError(err=f"copied record at byte {off} failed its checksum")
+        if lf & transformed or seq > SEQ_MASK:
+            raise StoreCorruptionError(err=f"copied record at byte {off} is not a plain message")
+        if seq > above:
+            at = off + 22 + slen
+            hdr = b""
+            if lf & f_hdr:
+                hdr = bytes(view[at + 4:at + 4 + u32(buf, at)[0]])
+            out.append((seq, ts, str(view[off + 22:at], "utf-8"), hdr, n, off))
+            above = seq
+        off += n
+    return out
+
+
 def encode_frame(flags: int, seq_kind: int, ts: int, body: bytes) -> bytes:
     n = HEAD_LEN + len(body) + HASH_LEN
     if n > MAX_FRAME:
@@ -159,6 +214,6 @@ def control_count(body: bytes) -> int:
 __all__ = [
     "F_COMPRESSED", "F_ENCRYPTED", "F_HDR", "HASH_LEN", "HEAD_LEN", "K_DEL", "K_ERASED",
     "K_FLOOR", "K_LAST", "K_MSG", "MIN_FRAME", "SEQ_MASK", "body_of", "check", "encode_control",
-    "encode_frame", "encode_msg", "frame_hash", "parse_head", "plain_body", "read_checked_file",
-    "record_size", "split_body",
+    "encode_frame", "encode_msg", "encode_plain_msgs", "frame_hash", "parse_head", "parse_plain_msgs",
+    "plain_body", "read_checked_file", "record_size", "split_body",
 ]

@@ -9,7 +9,6 @@ the last block is cut off so new records follow the last complete one.
 
 from __future__ import annotations
 
-import heapq
 import os
 from typing import TYPE_CHECKING
 
@@ -98,7 +97,7 @@ def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
         if not skip and start == (0, 0):
             _indexed_but_gone(store, no, buf, hurt)
         blk.max_seq = idx.last
-    _settle_ttls(store)
+    store.forget_ttls_of_removed()  # later frames removed them
 
 
 def _indexed_first(store: FileStore, numbers: list[int]) -> int:
@@ -129,17 +128,8 @@ def _indexed_but_gone(store: FileStore, no: int, buf, hurt: bool) -> None:
         idx.skip(idx.last + 1, gone[-1] - idx.last)
 
 
-def _settle_ttls(store: FileStore) -> None:
-    """Drop TTL bookkeeping of seqs later frames removed."""
-    idx = store._idx
-    store._ttl_exp = {s: e for s, e in store._ttl_exp.items() if idx.live(s)}
-    store._ttl_heap = [(e, s) for s, e in store._ttl_exp.items()]
-    heapq.heapify(store._ttl_heap)
-    store._never = {s for s in store._never if idx.live(s)}
-
-
 def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
-    idx = store._idx
+    idx = store.index
     if f.seq <= idx.last:
         return
     try:
@@ -154,14 +144,13 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
     size = rec.record_size(len(subject.encode()), len(hdr), len(data))
     idx.add(f.seq, f.ts, subject, size, ((no << _OFF_BITS) | f.offset, f.length))
     if hdr and b"Nats-TTL" in hdr:
-        ttl = store._ttl_of(hdr, 0)
-        store._track_ttl(f.seq, f.ts, ttl)
+        ttl = store.ttl_of(hdr)
         if ttl:
-            store._ttl_log.setdefault(no, []).append([f.seq, f.ts, ttl])
+            store.track_ttls(no, [[f.seq, f.ts, ttl]])
 
 
 def _apply_control(store: FileStore, buf, f, top: int) -> None:
-    idx = store._idx
+    idx = store.index
     kind = f.kind
     lost = store.lost
     if kind == rec.K_FLOOR:

@@ -11,6 +11,7 @@ from rayjet.client import messages
 from rayjet.client.messages import AckSender
 from rayjet.engine.delivery_batch import expand_ranges
 from rayjet.errors import BadRequestError, NotLeaderError, ServiceUnavailableError
+from tests.waiting import wait_for
 
 
 class FlakyRouter:
@@ -33,13 +34,6 @@ class FlakyRouter:
         return [True] * len(batch)
 
 
-def wait_until(check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("error", [NotLeaderError("electing"), ServiceUnavailableError("x"),
                                    TimeoutError("slow")], ids=type)
 def test_a_batch_that_failed_goes_again_ahead_of_newer_acks(monkeypatch, error):
@@ -49,10 +43,10 @@ def test_a_batch_that_failed_goes_again_ahead_of_newer_acks(monkeypatch, error):
     try:
         for seq in range(1, 6):
             sender.send("ack", seq)
-        wait_until(lambda: router.calls > 1)
+        wait_for(lambda: router.calls > 1, 10, "a retry", interval=0.01)
         for seq in range(6, 9):
             sender.send("ack", seq)
-        wait_until(lambda: len(router.delivered) == 8)
+        wait_for(lambda: len(router.delivered) == 8, 10, "8 acks delivered", interval=0.01)
         assert [seq for _kind, seq, _arg in router.delivered] == list(range(1, 9))
     finally:
         sender.stop()
@@ -65,11 +59,11 @@ def test_a_batch_is_given_up_after_the_retry_window(monkeypatch):
     sender = AckSender(router, timeout=1.0)
     try:
         sender.send("ack", 1)
-        wait_until(lambda: router.calls > 3)
+        wait_for(lambda: router.calls > 3, 10, "the failing calls made", interval=0.01)
         time.sleep(0.3)
         router.fail = 0  # the leader is back: a new ack goes, the old batch was given up
         sender.send("ack", 2)
-        wait_until(lambda: router.delivered)
+        wait_for(lambda: router.delivered, 10, "an ack delivered", interval=0.01)
         time.sleep(0.05)
         assert [seq for _kind, seq, _arg in router.delivered] == [2]
     finally:

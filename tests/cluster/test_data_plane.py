@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 
 import pytest
 import ray
@@ -15,6 +14,7 @@ import ray
 from rayjet import StorageType
 from rayjet.dataplane import AuthError, client_handshake
 from tests.replicas import kill, process_of, stream_replicas
+from tests.waiting import wait_for
 
 
 def statuses(js, name):
@@ -22,18 +22,8 @@ def statuses(js, name):
             for rid, h in stream_replicas(js, name).items()}
 
 
-def wait_for(what, check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = check()
-        except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError):
-            got = None  # a replica restarting: ask again
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.1)
+# a replica restarting does not answer: ask again
+RESTARTING = (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError)
 
 
 def leader_of(sts):
@@ -60,14 +50,15 @@ def test_replicas_replicate_over_the_data_plane(js, stream_name, drop_new_stream
         js.publish(f"{stream_name}.a", b"warm%d" % sent[0])
         return leader_transport()["sent"] == before
 
-    wait_for("raft messages leave by the data plane", a_publish_without_actor_calls)
+    wait_for(a_publish_without_actor_calls, 60, "raft messages leave by the data plane",
+             retry_on=RESTARTING)
     before = leader_transport()
     for i in range(50):
         js.publish(f"{stream_name}.a", b"m%d" % i)
     n = sent[0] + 50
-    sts = wait_for(f"every replica applied {n}",
-                   lambda: (s := statuses(js, stream_name))
-                   and all(st["last_seq"] == n for st in s.values()) and s)
+    sts = wait_for(lambda: (s := statuses(js, stream_name))
+                   and all(st["last_seq"] == n for st in s.values()) and s,
+                   60, f"every replica applied {n}", retry_on=RESTARTING)
     after = sts[leader_of(sts)]["transport"]
     # once the peers' addresses are known (the first messages go by actor call meanwhile)
     assert after["direct"] - before["direct"] >= 50
@@ -102,7 +93,8 @@ def test_a_replica_restarted_at_another_port_is_found_again(js, stream_name,
         return (st["last_seq"] >= 120 and plane.get("address")
                 and tuple(plane["address"]) != old and plane["delivered"] > 0)
 
-    wait_for(f"{follower} restarted at another port and caught up", caught_up_at_a_new_address)
+    wait_for(caught_up_at_a_new_address, 60,
+             f"{follower} restarted at another port and caught up", retry_on=RESTARTING)
 
 
 def test_a_stranger_at_the_port_is_refused_and_the_stream_goes_on(js, stream_name,
@@ -135,7 +127,7 @@ def test_a_stranger_at_the_port_is_refused_and_the_stream_goes_on(js, stream_nam
         now = statuses(js, stream_name)[rid]["data_plane"]["server"]
         return now["auth_failures"] + now.get("refused", 0) >= \
             before["auth_failures"] + before.get("refused", 0) + 2
-    wait_for("both strangers counted", refused_twice)
+    wait_for(refused_twice, 60, "both strangers counted", retry_on=RESTARTING)
     for i in range(20):
         js.publish(f"{stream_name}.a", b"after%d" % i)
     assert js.stream_info(stream_name).state.messages == 21
@@ -201,7 +193,7 @@ def test_connections_cut_mid_append_lose_and_double_nothing(js, stream_name,
             contents.append(list(zip(got["seq"], got["data"], strict=True)))
         return all(c == contents[0] for c in contents) and len(contents[0]) == last \
             and contents[0]
-    held = dict(wait_for("replicas agree on every message", agreed))
+    held = dict(wait_for(agreed, 60, "replicas agree on every message", retry_on=RESTARTING))
     assert held == acked  # each acknowledged message at its seq, nothing else, nothing twice
     # the cuts were real: the processes connected again, more than once each way at first
     reconnects = sum(st["data_plane"]["sender"]["connects"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 
 import ray
@@ -15,22 +14,12 @@ from rayjet import ConsumerConfig, StorageType, StreamConfig
 from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
 from tests.cluster.test_faults import replica_handles, wait_replicas_equal
+from tests.waiting import wait_for
 
 
 def _live_names(prefix):
     """Replicas that run, dedicated or hosted, whose names start with ``prefix``."""
     return sorted(n for n in asyncio.run(lifecycle.running_replicas()) if n.startswith(prefix))
-
-
-def _wait(what, check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def test_r3_r1_r3_r5_while_publishing_reuses_no_id_and_calls_no_dead_handle(js, stream_name):
@@ -141,10 +130,10 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
         lifecycle.destroy_consumer_replicas = never
         return member.id
 
-    leader = _wait("a meta leader", _meta_leader)
+    leader = wait_for(_meta_leader, 60, "a meta leader", interval=0.2)
     ray.get(leader.__ray_call__.remote(hold_teardown), timeout=30)  # defined here: by value
     pending = leader.delete_stream.remote(name)
-    _wait("the delete committed", lambda: name not in js.stream_names())
+    wait_for(lambda: name not in js.stream_names(), 60, "the delete committed", interval=0.2)
     # committed, but the member that committed it has not torn anything down
     assert len(_live_names(f"rayjet.stream.{group}.")) == 3
     ray.kill(leader, no_restart=False)  # Ray restarts it; another member takes over
@@ -153,10 +142,11 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
     except ray.exceptions.RayError:
         pass
 
-    _wait("the deleted stream's replicas collected",
-          lambda: not _live_names(f"rayjet.stream.{group}.")
-          and not _live_names(f"rayjet.consumer.{cgroup}."))
-    _wait("the deleted stream's directory removed", lambda: not group_dir.exists())
+    wait_for(lambda: not _live_names(f"rayjet.stream.{group}.")
+             and not _live_names(f"rayjet.consumer.{cgroup}."),
+             60, "the deleted stream's replicas collected", interval=0.2)
+    wait_for(lambda: not group_dir.exists(), 60, "the deleted stream's directory removed",
+             interval=0.2)
     # a stream still in the catalogue keeps its replicas and serves
     assert _live_names(f"rayjet.stream.{js._stream(keep)[0]['group']}.") == keep_actors
     assert js.publish(f"{keep}.a", b"still here", timeout=30).seq == 1
@@ -178,9 +168,9 @@ def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_n
     ray.get(create_replica(stray, "r7", None, cluster_data_dir(js)).ping.remote(), timeout=30)
     assert _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.{r}"
                                                       for r in ("r0", "r7")]
-    leader = _wait("a meta leader", _meta_leader)
+    leader = wait_for(_meta_leader, 60, "a meta leader", interval=0.2)
     stats = ray.get(leader.collect_orphans.remote(), timeout=60)
     assert stats["actors"] >= 1
-    _wait("the stray replica collected",
-          lambda: _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.r0"])
+    wait_for(lambda: _live_names(f"rayjet.stream.{group}.") == [f"rayjet.stream.{group}.r0"],
+             60, "the stray replica collected", interval=0.2)
     assert js.publish(f"{name}.a", b"served", timeout=30).seq == 1

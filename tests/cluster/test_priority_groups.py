@@ -4,7 +4,6 @@ after priority_timeout or on unpin; overflow and prioritized pulls; refused pull
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from rayjet.errors import (
     NoMessagesError,
     PinIdMismatchError,
 )
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -23,15 +23,6 @@ def jobs(js, stream_name):
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY)
     yield stream_name
     js.delete_stream(stream_name)
-
-
-def wait_for(check, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout}s")
 
 
 class Fetcher(threading.Thread):
@@ -124,7 +115,8 @@ def test_unpin_hands_the_pin_to_a_waiting_standby(js, jobs):
         old = a.pin_id
         standby = Fetcher(b, batch=1, timeout=15, group="jobs")
         standby.start()
-        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 1, what="a standby pull")
+        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 1, 10, "a standby pull",
+                 interval=0.05)
         js.publish(f"{s}.x", b"2")
         with pytest.raises(InvalidPriorityGroupError):
             js.unpin_consumer(s, "WORKERS", "ghost")
@@ -180,10 +172,12 @@ def test_prioritized_pulls_and_push_refusal(js, jobs):
     try:
         high = Fetcher(high_sub, batch=1, timeout=15, group="jobs", priority=5)
         high.start()
-        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 1, what="high's pull")
+        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 1, 10, "high's pull",
+                 interval=0.05)
         low = Fetcher(low_sub, batch=1, timeout=15, group="jobs", priority=0)
         low.start()
-        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 2, what="low's pull")
+        wait_for(lambda: js.consumer_info(s, "WORKERS").num_waiting == 2, 10, "low's pull",
+                 interval=0.05)
         js.publish(f"{s}.x", b"first")
         assert [m.data for m in low.result()] == [b"first"]
         assert high.is_alive()  # still waiting: the lower number went first

@@ -8,7 +8,6 @@ test watches the mirror's files on disk grow, never calling the mirror until the
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from rayjet import StorageType
 from rayjet.actors.host import hosted_on
 from rayjet.actors.names import NAMESPACE, stream_actor_name
 from rayjet.api.stream import StreamSource
+from tests.waiting import wait_for
 
 PAYLOAD = b"x" * 4096
 COUNT = 100
@@ -27,17 +27,6 @@ def disk_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def wait_for(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 @pytest.mark.parametrize("hosting", ["dedicated", "shared"])
 def test_a_restarted_mirror_pulls_again_uncalled(js, stream_name, drop_new_streams, hosting):
     origin, mirror = stream_name, stream_name + "M"
@@ -45,7 +34,8 @@ def test_a_restarted_mirror_pulls_again_uncalled(js, stream_name, drop_new_strea
     js.add_stream(name=mirror, mirror=StreamSource(name=origin), storage=StorageType.FILE,
                   hosting=hosting)
     js.publish(f"{origin}.a", b"first")
-    wait_for(lambda: js.stream_info(mirror).state.messages == 1, 30, "the mirror's copy")
+    wait_for(lambda: js.stream_info(mirror).state.messages == 1, 30, "the mirror's copy",
+             interval=0.2)
 
     group = js._meta_call("stream_assignment", mirror)["group"]
     name = stream_actor_name(group, "r0")
@@ -70,10 +60,11 @@ def test_a_restarted_mirror_pulls_again_uncalled(js, stream_name, drop_new_strea
         except (ray.exceptions.RayError, ValueError):
             return False
 
-    wait_for(restarted, 60, "Ray to restart the replica's process")
+    wait_for(restarted, 60, "Ray to restart the replica's process", interval=0.2)
     before = disk_bytes(replica_dir)
     js.publish_batch([(f"{origin}.a", PAYLOAD) for _ in range(COUNT)])
     # the mirror's raft log and store take the copies: half the payload at least
     wait_for(lambda: disk_bytes(replica_dir) - before >= COUNT * len(PAYLOAD) // 2, 60,
-             "the restarted mirror to copy the new messages")
-    wait_for(lambda: js.stream_info(mirror).state.messages == COUNT + 1, 30, "every copy")
+             "the restarted mirror to copy the new messages", interval=0.2)
+    wait_for(lambda: js.stream_info(mirror).state.messages == COUNT + 1, 30, "every copy",
+             interval=0.2)

@@ -3,8 +3,6 @@ served by followers, counters, and the write guards (sealed, deny_delete, deny_p
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import ray
 
@@ -12,14 +10,7 @@ from rayjet import StorageType, StreamConfig
 from rayjet.errors import APIError, NotFoundError, StreamSealedError
 from tests.cluster.test_faults import leader_id, replica_handles
 from tests.replicas import kill
-
-
-def wait_until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -53,7 +44,7 @@ def test_per_message_ttl_expires_on_every_replica(js, make):
                 return False
         return True
 
-    wait_until(gone_everywhere, what="the TTL message to expire on all replicas")
+    wait_for(gone_everywhere, 20, what="the TTL message to expire on all replicas")
     assert js.stream_info(s).state.messages == 1
 
 
@@ -72,7 +63,7 @@ def test_at_schedule_fires_from_the_leader(js, make):
         except NotFoundError:
             return False
 
-    wait_until(fired, timeout=30, what="the scheduled message")
+    wait_for(fired, 30, what="the scheduled message")
 
 
 def test_counters_add_up_across_replicas(js, make):
@@ -98,7 +89,7 @@ def test_followers_answer_direct_gets(js, make):
             return False
         return msg["data"] == b"hello"
 
-    wait_until(follower_has_it, what="the follower to serve a direct get")
+    wait_for(follower_has_it, 20, what="the follower to serve a direct get")
     assert js.get_msg(s, last_by_subject=f"{s}.a", direct=True).data == b"hello"
 
 
@@ -157,7 +148,7 @@ def test_republished_messages_reach_a_subscription(js, make, stream_name):
         states = [ray.get(h.status.remote(), timeout=30) for h in survivors.values()]
         return any(st["role"] == "Leader" and st["writable"] for st in states)
 
-    wait_until(new_leader, what="a new leader")
+    wait_for(new_leader, 20, what="a new leader")
     ack = js.publish(f"{s}.in.c", b"after failover", headers={"Nats-Msg-Id": "c1"})
     m = sub.next_msg(timeout=20)
     assert (m.data, m.sequence) == (b"after failover", ack.seq)

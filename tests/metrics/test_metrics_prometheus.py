@@ -4,13 +4,13 @@ node's Ray metrics agent (``ray.nodes()`` -> ``NodeManagerAddress:MetricsExportP
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 
 import pytest
 import ray
 
 from rayjet import AckPolicy, StorageType
+from tests import waiting
 
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 # Ray exports every 10 s by default and consumers update every 5 s: allow several rounds
@@ -43,15 +43,20 @@ def values(samples, name: str, **labels: str) -> list[float]:
             if n == name and all(lab.get(k) == want for k, want in labels.items())]
 
 
-def wait_for(check, what: str):
-    """Scrape until ``check(samples)`` holds (Ray exports on an interval)."""
-    deadline = time.monotonic() + DEADLINE
+def scraped_when(check, what: str) -> list:
+    """Scrape until ``check(samples)`` holds (Ray exports on an interval): those samples.
+    A scrape per second: each one reads every node's metrics endpoint."""
     samples: list = []
-    while time.monotonic() < deadline:
-        samples = scrape()
-        if check(samples):
-            return samples
-        time.sleep(1.0)
+
+    def holds() -> bool:
+        samples[:] = scrape()
+        return check(samples)
+
+    try:
+        waiting.wait_for(holds, DEADLINE, what, interval=1.0)
+        return samples
+    except AssertionError:
+        pass  # reported below with what was exported, outside the handler: no chained trace
     mine = sorted({(n, tuple(sorted(lab.items())), v) for n, lab, v in samples
                    if "stream" not in lab or lab.get("stream") in what})
     pytest.fail(f"never saw {what} within {DEADLINE:.0f}s; rayjet samples: {mine[:40]}")
@@ -82,7 +87,7 @@ def test_stream_consumer_and_raft_metrics_reach_prometheus(js, stream_name):
             return (values(smp, "ray_rayjet_stream_messages", stream=s) == [24.0]
                     and values(smp, "ray_rayjet_stream_last_seq", stream=s) == [25.0])
 
-        smp = wait_for(stream_seen, f"ray_rayjet_stream_messages{{stream={s!r}}} == 24")
+        smp = scraped_when(stream_seen, f"ray_rayjet_stream_messages{{stream={s!r}}} == 24")
         assert values(smp, "ray_rayjet_stream_first_seq", stream=s) == [1.0]
         assert values(smp, "ray_rayjet_stream_bytes", stream=s) == [float(info.state.bytes)]
         lag = {lab["replica"] for n, lab, _ in smp
@@ -93,7 +98,7 @@ def test_stream_consumer_and_raft_metrics_reach_prometheus(js, stream_name):
             return (sum(values(smp, "ray_rayjet_stream_published_total", stream=s)) == 25
                     and sum(values(smp, "ray_rayjet_stream_deleted_total", stream=s)) == 1)
 
-        smp = wait_for(counted, f"published 25 / deleted 1 on {s}")
+        smp = scraped_when(counted, f"published 25 / deleted 1 on {s}")
         assert sum(values(smp, "ray_rayjet_stream_leader_changes_total", stream=s)) >= 1
 
         def consumer_seen(smp):
@@ -103,7 +108,7 @@ def test_stream_consumer_and_raft_metrics_reach_prometheus(js, stream_name):
                     == [10.0]
                     and values(smp, "ray_rayjet_consumer_num_ack_pending", **tags) == [0.0])
 
-        smp = wait_for(consumer_seen, f"consumer {s} > C with 14 pending, ack floor 10")
+        smp = scraped_when(consumer_seen, f"consumer {s} > C with 14 pending, ack floor 10")
         assert values(smp, "ray_rayjet_consumer_num_redelivered", stream=s,
                       consumer="C") == [0.0]
 
@@ -115,7 +120,7 @@ def test_stream_consumer_and_raft_metrics_reach_prometheus(js, stream_name):
                     and sum(values(smp, "ray_rayjet_raft_proposals_total", kind="consumer",
                                    group=f"{s}/C")) >= 1)
 
-        smp = wait_for(raft_seen, f"raft proposals and commit latency of {s}")
+        smp = scraped_when(raft_seen, f"raft proposals and commit latency of {s}")
         assert sum(values(smp, "ray_rayjet_raft_commit_latency_seconds_sum", kind="stream",
                           group=s)) > 0
     finally:

@@ -14,14 +14,14 @@ import itertools
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
 
 from rayjet.placement import CLUSTER_LABEL
+from tests import waiting
 from tests.replicas import hosting_for_tests
 
 UNIQUE_TAG = "az"
@@ -39,19 +39,8 @@ REGION_NODES = {r: [n for n, lab in LAYOUT.items() if lab[CLUSTER_LABEL] == r]
 _names = itertools.count()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy; errors count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except Exception as err:  # noqa: BLE001 - a node or replica may be coming back
-            last = err
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last!r}")
+# a node or replica may be coming back: any error counts as not yet
+wait_for = partial(waiting.wait_for, retry_on=Exception, interval=0.2)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from functools import partial
 
 import pytest
 import ray
@@ -12,6 +12,7 @@ from rayjet import StorageType
 from rayjet.api import headers as H
 from rayjet.api.stream import StreamSource, SubjectTransformConfig
 from rayjet.errors import APIError, InvalidConfigError
+from tests import waiting
 from tests.replicas import kill, stream_replicas
 
 MEM = StorageType.MEMORY
@@ -23,16 +24,16 @@ def handles(js, name):
 
 
 def leader(js, name, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def found():
         for rid, h in handles(js, name).items():
             try:
                 if ray.get(h.status.remote(), timeout=5)["role"] == "Leader":
                     return rid, h
             except RayError:
                 continue  # restarting
-        time.sleep(0.2)
-    raise AssertionError(f"{name} has no leader")
+        return None
+
+    return waiting.wait_for(found, timeout, f"a leader of {name}", interval=0.2)
 
 
 def contents(js, name):
@@ -43,18 +44,8 @@ def contents(js, name):
             zip(got["seq"], got["subject"], got["data"], got["hdr"], strict=True)]
 
 
-def wait_for(check, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (APIError, RayError) as err:
-            last = err
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+# a copy in progress may meet a replica between leaders: its errors count as not yet
+wait_for = partial(waiting.wait_for, retry_on=(APIError, RayError), interval=0.2)
 
 
 def same_as_origin(js, mirror, origin):
