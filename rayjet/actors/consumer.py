@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
 from rayjet.actors import events, in_process
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.membership import GroupMembershipCalls
@@ -37,7 +35,6 @@ from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
 from rayjet.engine.consumer_reader import ReadAhead, Window
 from rayjet.engine.consumer_types import (
     Batch,
@@ -49,19 +46,18 @@ from rayjet.engine.consumer_types import (
 from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges
 from rayjet.errors import (
     APIError,
-    BadRequestError,
     NotLeaderError,
     ServiceUnavailableError,
     error_for,
 )
 from rayjet.raft import Message, Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.replication.consumer_machine import ConsumerMachine, encode_entry
 from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.storage.config import DEFAULT_SYNC_INTERVAL
 
 log = logging.getLogger(__name__)
 
-ENTRY_CONSUMER_OPS = 2
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
 WATCH_WAIT = 1.0  # seconds one wait for new messages stays open at the stream's leader
 TIMER_IDLE = 1.0  # with none of those: an inactivity check, unless a call wakes it sooner
@@ -78,17 +74,6 @@ SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in step
 ACK_BATCH = 4096  # acks per forward to the stream
 ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
 ANSWER_KINDS = frozenset({"ack", "nak", "progress", "term"})
-
-
-def encode_entry(ops) -> bytes:
-    return bytes((ENTRY_CONSUMER_OPS,)) + msgpack.packb([encode_consumer_op(o) for o in ops],
-                                                        use_bin_type=True)
-
-
-def decode_entry(data: bytes) -> list:
-    if not data or data[0] != ENTRY_CONSUMER_OPS:
-        raise BadRequestError(f"unknown consumer entry kind {data[:1]!r}")
-    return [decode_consumer_op(raw) for raw in msgpack.unpackb(memoryview(data)[1:], raw=False)]
 
 
 async def _awaited(ref: Any) -> Any:
@@ -149,27 +134,6 @@ class InLeader:
 
 def _no_peers(peer: str, messages: list) -> None:
     raise ServiceUnavailableError(f"a single-replica consumer has no peer {peer!r}")
-
-
-class ConsumerMachine:
-    def __init__(self, engine: ConsumerEngine) -> None:
-        self.engine = engine
-
-    def apply(self, index: int, data: bytes) -> list:
-        return [self.engine.apply(op) for op in decode_entry(data)]
-
-    def snapshot(self) -> bytes:
-        return self.engine.snapshot()
-
-    def full_snapshot(self) -> bytes:
-        return self.engine.snapshot()
-
-    def restore(self, data: bytes, *, full: bool) -> None:
-        if data:  # none yet: a fresh engine is the start, the log replays the rest
-            self.engine.restore(data)
-
-    def sync(self) -> None:
-        pass  # the state lives in the raft log and its snapshots
 
 
 @dataclass

@@ -26,14 +26,7 @@ from rayjet.actors.change_watch import ChangeWatch
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.on_demand import starts_on_demand
-from rayjet.actors.raft_host import (
-    ACTOR_ELECTION_TICKS,
-    ACTOR_HEARTBEAT_TICKS,
-    ACTOR_NOTIFY_COMMIT,
-    RaftHost,
-    positive_env,
-    quiesce_ticks,
-)
+from rayjet.actors.raft_host import RaftHost, meta_group_options
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
@@ -44,11 +37,13 @@ from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
-from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
+from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
+from rayjet.meta.assignment_dicts import assignment_dict, consumer_dict
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
 from rayjet.raft import Message, Role
-from rayjet.replication import FileLogStorage, GroupOptions, Output, ReplicaGroup
+from rayjet.replication import FileLogStorage, Output, ReplicaGroup
+from rayjet.replication.meta_machine import MetaMachine, unsettled
 from rayjet.replication.rejoin import open_or_rejoin
 
 log = logging.getLogger(__name__)
@@ -63,56 +58,6 @@ COLLECT_AGAIN = RECONCILE_EVERY
 MEMBER_STATE_TIMEOUT = 2.0  # seconds cluster_info waits on another member's status
 REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open its files
 WATCH_LONGEST = 30.0  # seconds a catalogue watch waits at most for a change
-META_COMPACT_ENV = "RAYJET_META_COMPACT_ENTRIES"  # applied entries between snapshots
-META_COMPACT_ENTRIES = 1024
-
-
-def meta_group_options() -> GroupOptions:
-    return GroupOptions(sync_always=True,
-                        snapshot_every=positive_env(META_COMPACT_ENV, META_COMPACT_ENTRIES),
-                        election_tick=ACTOR_ELECTION_TICKS, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks())
-
-
-def unsettled(group: ReplicaGroup) -> str | None:
-    """Why ``group``'s catalogue may not be the committed one (None: it is). Only a leader
-    that committed an entry of its own term holds every entry any earlier leader committed,
-    and only once it applied them is its catalogue complete: a stale or damaged member
-    that deleted what its catalogue lacks would destroy live streams."""
-    if not group.is_leader:
-        return "not the leader"
-    if group.rejoining:
-        return "rejoining after damage"
-    raft = group.node.raft
-    committed = raft.log.committed
-    if committed == 0 or raft.log.term_or_zero(committed) != raft.term:
-        return f"no entry of term {raft.term} committed yet"
-    if group.applied < committed:
-        return f"applied {group.applied} of {committed} committed entries"
-    return None
-
-
-class MetaMachine:
-    """The catalogue as a replication state machine."""
-
-    def __init__(self, catalogue: Catalogue) -> None:
-        self.catalogue = catalogue
-
-    def apply(self, index: int, data: bytes) -> Any:
-        return self.catalogue.apply(index, decode_meta_op(data))
-
-    def snapshot(self) -> bytes:
-        return self.catalogue.snapshot()
-
-    def full_snapshot(self) -> bytes:
-        return self.catalogue.snapshot()
-
-    def restore(self, data: bytes, *, full: bool) -> None:
-        if data:  # no snapshot yet: the log replays the whole catalogue
-            self.catalogue.restore(data)
-
-    def sync(self) -> None:
-        pass  # the catalogue lives in the raft log and its snapshots
 
 
 async def _awaited(ref: Any) -> Any:
@@ -124,33 +69,6 @@ def _answers_unstarted(config: StreamConfig) -> bool:
     shared hosts start in a running process within milliseconds (a dedicated actor takes a
     process start, worth waiting for), and a mirror's or source's info needs its leader."""
     return config.shared_hosting and config.mirror is None and not config.sources
-
-
-_config_dicts: dict[int, tuple[StreamConfig, dict[str, Any]]] = {}  # id(config) -> its JSON
-
-
-def _config_dict(config: StreamConfig) -> dict[str, Any]:
-    """``config.to_dict()``, made once per config object (they are immutable; a listing of
-    hundreds of streams would otherwise spend most of its time on them). Not to mutate."""
-    hit = _config_dicts.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    if len(_config_dicts) >= 10_000:
-        _config_dicts.clear()
-    doc = config.to_dict()
-    _config_dicts[id(config)] = (config, doc)
-    return doc
-
-
-def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
-    return {"config": _config_dict(sa.config), "created_ns": sa.created_ns, "group": sa.group,
-            "peers": [list(p) for p in sa.peers],
-            "consumers": sorted(sa.consumers)}
-
-
-def consumer_dict(ca: ConsumerAssignment) -> dict[str, Any]:
-    return {"stream": ca.stream, "name": ca.name, "config": ca.config.to_dict(),
-            "created_ns": ca.created_ns, "group": ca.group, "peers": [list(p) for p in ca.peers]}
 
 
 class MetaMember:
