@@ -27,6 +27,7 @@ from rayjet.actors.membership import GroupMembershipCalls
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
+from rayjet.actors.replica_shell import ReplicaShell
 from rayjet.actors.router import GroupRouter, PeerSender, stream_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.wire_values import CONSUMER_REQUESTS
@@ -50,7 +51,7 @@ from rayjet.errors import (
     ServiceUnavailableError,
     error_for,
 )
-from rayjet.raft import Message, Role
+from rayjet.raft import Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
 from rayjet.replication.consumer_machine import ConsumerMachine, encode_entry
 from rayjet.replication.rejoin import open_or_rejoin
@@ -74,11 +75,6 @@ SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in step
 ACK_BATCH = 4096  # acks per forward to the stream
 ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
 ANSWER_KINDS = frozenset({"ack", "nak", "progress", "term"})
-
-
-async def _awaited(ref: Any) -> Any:
-    return await ref
-
 
 
 class RemoteStreamReader:
@@ -149,7 +145,7 @@ class _Fetch:
     leaving: bool = False  # the caller stops waiting once ``inflight`` arrived
 
 
-class ConsumerReplica(GroupMembershipCalls):
+class ConsumerReplica(ReplicaShell, GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = CONSUMER_REQUESTS  # what clients may call over the data plane
@@ -218,7 +214,6 @@ class ConsumerReplica(GroupMembershipCalls):
         self._push_polls = 0  # push polls under way: a subscriber's interest, never inactive
         self._ready_index: int | None = None
         self._timer: asyncio.Task | None = None
-        self._started = False
         self._advisories: list[tuple[str, dict]] = []
         # acks on their way to an interest / work-queue stream (leader only)
         self._forward = stream_cfg.retention is not RetentionPolicy.LIMITS
@@ -238,15 +233,11 @@ class ConsumerReplica(GroupMembershipCalls):
     def group(self) -> ReplicaGroup:
         return self.host.group
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self._preferred)
-            loop = asyncio.get_running_loop()
-            self._timer = loop.create_task(self._timer_loop())
-            if self._forward:
-                self._ack_task = loop.create_task(self._ack_loop())
-
+    def _start_tasks(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.create_task(self._timer_loop())
+        if self._forward:
+            self._ack_task = loop.create_task(self._ack_loop())
 
     def _on_output(self, out: Output) -> None:
         group = self.group
@@ -905,20 +896,7 @@ class ConsumerReplica(GroupMembershipCalls):
     async def update_config(self, config: dict[str, Any]) -> None:
         self.engine.update_config(ConsumerConfig.from_dict(config))
 
-    # -- raft transport and lifecycle -------------------------------------------------------
-    async def receive(self, messages: list[Message]) -> None:
-        self._ensure_started()
-        self.host.receive(messages)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
-    async def hold(self) -> None:
-        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
-
+    # -- lifecycle (receive, ping and hold: see ReplicaShell) -------------------------------
     async def status(self) -> dict[str, Any]:
         self._ensure_started()
         st = self.group.status()

@@ -27,6 +27,7 @@ from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.on_demand import starts_on_demand
 from rayjet.actors.raft_host import RaftHost, meta_group_options
+from rayjet.actors.replica_shell import ReplicaShell, awaited
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
@@ -41,7 +42,7 @@ from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
 from rayjet.meta.assignment_dicts import assignment_dict, consumer_dict
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
-from rayjet.raft import Message, Role
+from rayjet.raft import Role
 from rayjet.replication import FileLogStorage, Output, ReplicaGroup
 from rayjet.replication.meta_machine import MetaMachine, unsettled
 from rayjet.replication.rejoin import open_or_rejoin
@@ -60,10 +61,6 @@ REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open i
 WATCH_LONGEST = 30.0  # seconds a catalogue watch waits at most for a change
 
 
-async def _awaited(ref: Any) -> Any:
-    return await ref
-
-
 def _answers_unstarted(config: StreamConfig) -> bool:
     """Whether a new stream's creation can answer before its replicas run: replicas in
     shared hosts start in a running process within milliseconds (a dedicated actor takes a
@@ -71,7 +68,7 @@ def _answers_unstarted(config: StreamConfig) -> bool:
     return config.shared_hosting and config.mirror is None and not config.sources
 
 
-class MetaMember:
+class MetaMember(ReplicaShell):
     """Plain class; ``lifecycle.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
 
     DATA_PLANE_REQUESTS = META_REQUESTS  # what clients may call over the data plane
@@ -92,7 +89,6 @@ class MetaMember:
         self._reconciler: asyncio.Task | None = None
         self._pool_started = False
         self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
-        self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0, "skipped": 0}
@@ -147,15 +143,16 @@ class MetaMember:
                               f"({self.failure}); it tries again every {REOPEN_EVERY:.0f}s",
                               group="meta", leader=None)
 
-    # -- plumbing ---------------------------------------------------------------------------
-    def _ensure_started(self) -> None:
-        if self.host is None:
-            raise self._unavailable()
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self.members[0] == self.id)
-            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+    # -- plumbing (receive, ping and hold: see ReplicaShell) --------------------------------
+    def _not_open(self) -> NotLeaderError | None:
+        return self._unavailable() if self.host is None else None
 
+    @property
+    def _preferred(self) -> bool:  # the first member leads a new group
+        return self.members[0] == self.id
+
+    def _start_tasks(self) -> None:
+        self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
     def _on_output(self, out: Output) -> None:
         if out.applied or out.role is not None:
@@ -173,22 +170,6 @@ class MetaMember:
             await asyncio.to_thread(lifecycle.start_host_pool, str(self.data_dir))
         except Exception as err:  # noqa: BLE001 - the hosts then start when first used
             log.info("meta %s: starting the replica hosts failed: %r", self.id, err)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
-    async def hold(self) -> None:
-        """Answer only when this member stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
-
-    async def receive(self, messages: list[Message]) -> None:
-        if self.host is None:  # dropped, as a dead member's are (raft sends again)
-            self._unavailable()
-            return
-        self._ensure_started()
-        self.host.receive(messages)
 
     async def status(self) -> dict[str, Any]:
         """The raft group's status, with ``rejoining`` (its log was lost to damage and it
@@ -225,7 +206,7 @@ class MetaMember:
         it), or ``failure`` when it cannot open its files or does not answer."""
         try:
             handle = await self.host.send.handle(member)
-            st = await asyncio.wait_for(_awaited(handle.status.remote()), MEMBER_STATE_TIMEOUT)
+            st = await asyncio.wait_for(awaited(handle.status.remote()), MEMBER_STATE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - dead, restarting or slow: say so
             return {"rejoining": None, "damage": None,
                     "failure": f"no status: {type(exc).__name__}: {exc}"}
@@ -273,7 +254,7 @@ class MetaMember:
         rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
         if info is None:
             try:
-                info = await asyncio.wait_for(_awaited(leader.info.remote()), REQUEST_TIMEOUT)
+                info = await asyncio.wait_for(awaited(leader.info.remote()), REQUEST_TIMEOUT)
             except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
                 info = None
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}

@@ -27,6 +27,7 @@ from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.on_demand import replica_dir
 from rayjet.actors.raft_host import RaftHost, actor_group_options
+from rayjet.actors.replica_shell import ReplicaShell
 from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
@@ -47,7 +48,7 @@ from rayjet.errors import (
     ServiceUnavailableError,
     error_for,
 )
-from rayjet.raft import Message, Role
+from rayjet.raft import Role
 from rayjet.replication import MemoryLog, Output, ReplicaGroup
 from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.replication.stream_files import open_stream_files, store_block_size
@@ -98,7 +99,7 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
             "leader": leader}
 
 
-class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
+class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane
@@ -153,7 +154,6 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._upkeep_passes = 0
         self._reads_served = 0  # consumer reads (an idle consumer's count stands still)
         self._sweep: asyncio.Task | None = None
-        self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
         # set (and replaced) when the last seq moves or leadership changes: consumers wait
@@ -178,13 +178,9 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
     def group(self) -> ReplicaGroup:
         return self.host.group
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self._preferred)
-            self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
-            self._copy.update()
-
+    def _start_tasks(self) -> None:
+        self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
+        self._copy.update()
 
     def _on_output(self, out: Output) -> None:
         self._upkeep_wake.set()
@@ -332,15 +328,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
                 self._wake_publishers()
             raise
 
-    # -- raft transport ---------------------------------------------------------------------
-    async def receive(self, messages: list[Message]) -> None:
-        self._ensure_started()
-        self.host.receive(messages)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
+    # -- raft transport (receive, ping and hold: see ReplicaShell) ---------------------------
     async def ready(self, with_info: bool = False) -> dict[str, Any]:
         """Answered once this replica runs: whether it leads and takes writes, and (asked
         for, when it does) its stream info: what a creation waits for, in one call instead
@@ -348,11 +336,6 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._ensure_started()
         leads = self.group.is_leader and self.engine.is_leader
         return {"leader": leads, "info": await self.info() if with_info and leads else None}
-
-    async def hold(self) -> None:
-        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
 
     async def leader_id(self) -> str | None:
         self._ensure_started()
