@@ -289,7 +289,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         a time, each applied before the next is read (see engine.interest_sweep)."""
         try:
             while self.engine.is_leader and (op := self.engine.prepare_sweep()) is not None:
-                await self._propose_ops([op], DEFAULT_TIMEOUT)
+                await self.propose_ops([op], DEFAULT_TIMEOUT)
                 await asyncio.sleep(0)  # let raft traffic and clients through between steps
         except APIError:
             pass  # lost leadership: the next leader goes on from the replicated position
@@ -311,7 +311,12 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
             raise NotLeaderError(f"replica {self.id} of {self.engine.name} cannot take writes",
                                  group=self.group_name, leader=self.group.leader)
 
-    async def _propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
+    async def propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
+        """Propose ``ops``, prepared on this leader's view (``engine.prepare_*``), as one
+        raft entry; their results once applied. When the proposal fails the leader starts
+        its projection again: what it projected may never commit. For code in the
+        replica's process (the source pump, a backup's restore); clients call the methods
+        that prepare the ops."""
         try:
             return await self.host.propose(self.machine.encode(ops), timeout)
         except NotLeaderError:
@@ -422,7 +427,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
                 ops.append(op)
                 slots.append(i)
         if ops:
-            results = await self._propose_ops(ops, max(0.001, deadline - time.monotonic()))
+            results = await self.propose_ops(ops, max(0.001, deadline - time.monotonic()))
             for i, r in zip(slots, results, strict=True):
                 answers[i] = r.answer
         return waiting, bool(ops)
@@ -463,7 +468,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         self._require_writable()
         deadline = time.monotonic() + timeout
         plan = self.engine.prepare_columns(batch)
-        results = await self._propose_ops(plan.ops, timeout) if plan.ops else []
+        results = await self.propose_ops(plan.ops, timeout) if plan.ops else []
         answer = plan.answer(results)
         rows = answer["rows"]
         waiting = sorted(r for r, a in rows.items() if isinstance(a, DuplicateInProcessError))
@@ -480,7 +485,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
                              timeout: float = DEFAULT_TIMEOUT) -> Any:
         self._require_writable()
         op = self.engine.prepare_batch(msgs, batch_id)
-        (result,) = await self._propose_ops([op], timeout)
+        (result,) = await self.propose_ops([op], timeout)
         if not result.ok:
             raise result.error
         return result.ack
@@ -488,7 +493,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     async def purge(self, subject: str | None = None, seq: int | None = None,
                     keep: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
         self._require_writable()
-        (result,) = await self._propose_ops(
+        (result,) = await self.propose_ops(
             [self.engine.prepare_purge(subject=subject, seq=seq, keep=keep)], timeout)
         if not result.ok:
             raise result.error
@@ -497,7 +502,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     async def delete_msg(self, seq: int, erase: bool = False,
                          timeout: float = DEFAULT_TIMEOUT) -> bool:
         self._require_writable()
-        (result,) = await self._propose_ops([self.engine.prepare_delete(seq, erase)], timeout)
+        (result,) = await self.propose_ops([self.engine.prepare_delete(seq, erase)], timeout)
         if not result.ok:
             raise result.error
         return bool(result.value)
@@ -506,7 +511,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
                             timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         self._require_writable()
         cfg = StreamConfig.from_dict(config)
-        (result,) = await self._propose_ops([self.engine.prepare_update(cfg)], timeout)
+        (result,) = await self.propose_ops([self.engine.prepare_update(cfg)], timeout)
         if not result.ok:
             raise result.error
         return self.engine.config.to_dict()
@@ -678,7 +683,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         ops = [self.engine.prepare_ack(consumer, seq) for seq in seqs]
         removed = 0
         if ops:
-            results = await self._propose_ops(ops, timeout)
+            results = await self.propose_ops(ops, timeout)
             removed = sum(1 for r in results if r.ok and r.value)
         return {"removed": removed, "leader": self.id, "term": self.group.term}
 
@@ -693,7 +698,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         while True:
             ops, start = self.engine.prepare_consumer_sync(consumer, want, start)
             for i in range(0, len(ops), SYNC_OPS):
-                results = await self._propose_ops(ops[i:i + SYNC_OPS], timeout)
+                results = await self.propose_ops(ops[i:i + SYNC_OPS], timeout)
                 acked += len(results)
                 removed += sum(1 for r in results if r.ok and r.value)
             if not start:
@@ -707,7 +712,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         """Record (or drop) a consumer's interest, which interest/work-queue retention uses."""
         self._require_writable()
         op = self.engine.prepare_consumer(name, filters, start_seq, remove)
-        (result,) = await self._propose_ops([op], timeout)
+        (result,) = await self.propose_ops([op], timeout)
         if not result.ok:
             raise result.error
 
