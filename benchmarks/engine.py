@@ -148,12 +148,12 @@ def bench_consumer(n: int, fetch: int = 500) -> dict[str, float]:
     as in a pull loop (an explicit-ack durable over a MemStore stream, each decision
     answered from a read-ahead window as the actor offers it): us/msg of the decision, the
     raft entry's encoding, the columns the client gets, and the acks."""
-    from rayjet.actors.consumer import encode_entry
     from rayjet.api import ConsumerConfig
     from rayjet.engine.consumer import ConsumerEngine
     from rayjet.engine.consumer_reader import ReadAhead, StoreReader
     from rayjet.engine.consumer_types import PullRequest
     from rayjet.engine.delivery_batch import DeliveryBatch
+    from rayjet.replication.consumer_machine import encode_entry
 
     cfg, store, clock = new_store("memory", "", "consumer")
     for start in range(0, n, BATCH):

@@ -21,15 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
-from rayjet.actors import events, in_process
+from rayjet.actors import events
 from rayjet.actors.cancelling import cancel_and_wait
+from rayjet.actors.consumer_reads import (
+    STREAM_CALL_TIMEOUT,
+    TIMER_EVERY,
+    RemoteStreamReader,
+    StreamReads,
+)
 from rayjet.actors.membership import GroupMembershipCalls
 from rayjet.actors.metrics import ConsumerMetrics, NullSink, RaftMetrics
 from rayjet.actors.names import consumer_actor_name
 from rayjet.actors.raft_host import RaftHost, actor_group_options
-from rayjet.actors.router import GroupRouter, PeerSender, stream_router
+from rayjet.actors.replica_shell import ReplicaShell
+from rayjet.actors.router import PeerSender, stream_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.wire_values import CONSUMER_REQUESTS
 from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
@@ -37,8 +42,7 @@ from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.ack_sync import AckOutbox
 from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
-from rayjet.engine.consumer_reader import ReadAhead, Window
+from rayjet.engine.consumer_reader import ReadAhead
 from rayjet.engine.consumer_types import (
     Batch,
     Delivery,
@@ -49,92 +53,30 @@ from rayjet.engine.consumer_types import (
 from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges
 from rayjet.errors import (
     APIError,
-    BadRequestError,
     NotLeaderError,
     ServiceUnavailableError,
     error_for,
 )
-from rayjet.raft import Message, Role
+from rayjet.raft import Role
 from rayjet.replication import FileLogStorage, MemoryLog, Output, ReplicaGroup
+from rayjet.replication.consumer_machine import ConsumerMachine, encode_entry
 from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.storage.config import DEFAULT_SYNC_INTERVAL
 
 log = logging.getLogger(__name__)
 
-ENTRY_CONSUMER_OPS = 2
-TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
-WATCH_WAIT = 1.0  # seconds one wait for new messages stays open at the stream's leader
-TIMER_IDLE = 1.0  # with none of those: an inactivity check, unless a call wakes it sooner
-READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
-READ_AHEAD_TIMER = 256  # ... for the waiting requests the timer serves
-READ_AHEAD_TRIES = 5  # reads of the window while other decisions keep moving past it
+# with no redelivery, expiry or waiting request due (TIMER_EVERY): an inactivity check,
+# unless a call wakes the timer sooner
+TIMER_IDLE = 1.0
+READ_AHEAD_TIMER = 256  # messages read ahead for the waiting requests the timer serves
 # seconds between metric updates: each asks the stream leader for num_pending (one call),
 # and Ray exports every 10 s by default anyway
 METRICS_EVERY = 5.0
-STREAM_CALL_TIMEOUT = 5.0
-MISS_TIMEOUT = 1.0  # a read not fetched ahead (blocks): short
 INFO_READ_TIMEOUT = 1.0
 SYNC_TIMEOUT = 60.0  # a reconciliation walks the stream's held messages in steps
 ACK_BATCH = 4096  # acks per forward to the stream
 ACK_RETRY_MIN, ACK_RETRY_MAX = 0.05, 1.0
 ANSWER_KINDS = frozenset({"ack", "nak", "progress", "term"})
-
-
-def encode_entry(ops) -> bytes:
-    return bytes((ENTRY_CONSUMER_OPS,)) + msgpack.packb([encode_consumer_op(o) for o in ops],
-                                                        use_bin_type=True)
-
-
-def decode_entry(data: bytes) -> list:
-    if not data or data[0] != ENTRY_CONSUMER_OPS:
-        raise BadRequestError(f"unknown consumer entry kind {data[:1]!r}")
-    return [decode_consumer_op(raw) for raw in msgpack.unpackb(memoryview(data)[1:], raw=False)]
-
-
-async def _awaited(ref: Any) -> Any:
-    return await ref
-
-
-
-class RemoteStreamReader:
-    """The engine's StreamReader over calls to the stream's leader, for the reads the
-    actor did not fetch ahead (rare: the actor awaits what a decision needs first). While
-    the stream is known to be unreachable it fails at once instead of blocking."""
-
-    def __init__(self, router: GroupRouter) -> None:
-        self.router = router
-        self.unreachable = False
-        self.blocking_reads = 0  # calls made on the event loop (status() reports them)
-
-    def _call(self, method: str, *args: Any) -> Any:
-        if self.unreachable:
-            raise ServiceUnavailableError("the stream's leader is not reachable; retry")
-        here = in_process.stream_leader_here(getattr(self.router, "names", {}).values())
-        if here is not None:  # a blocking call to our own process would wait on itself
-            return here.read_local(method, *args)
-        self.blocking_reads += 1
-        return self.router.call("reader_call", method, *args, timeout=MISS_TIMEOUT)
-
-    def bounds(self):
-        return self._call("bounds")
-
-    def load_msg(self, seq):
-        return self._call("load_msg", seq)
-
-    def load_next_batch(self, filters, start_seq, limit):
-        return self._call("load_next_batch", tuple(filters), start_seq, limit)
-
-    def num_pending(self, filters, start_seq, last_per_subject=False):
-        return self._call("num_pending", tuple(filters), start_seq, last_per_subject)
-
-    def last_seq_for(self, filters):
-        return self._call("last_seq_for", tuple(filters))
-
-    def last_per_subject(self, filters, max_seq):
-        return self._call("last_per_subject", tuple(filters), max_seq)
-
-    def seq_for_time(self, ts_ns):
-        return self._call("seq_for_time", ts_ns)
 
 
 @dataclass(frozen=True)
@@ -151,27 +93,6 @@ def _no_peers(peer: str, messages: list) -> None:
     raise ServiceUnavailableError(f"a single-replica consumer has no peer {peer!r}")
 
 
-class ConsumerMachine:
-    def __init__(self, engine: ConsumerEngine) -> None:
-        self.engine = engine
-
-    def apply(self, index: int, data: bytes) -> list:
-        return [self.engine.apply(op) for op in decode_entry(data)]
-
-    def snapshot(self) -> bytes:
-        return self.engine.snapshot()
-
-    def full_snapshot(self) -> bytes:
-        return self.engine.snapshot()
-
-    def restore(self, data: bytes, *, full: bool) -> None:
-        if data:  # none yet: a fresh engine is the start, the log replays the rest
-            self.engine.restore(data)
-
-    def sync(self) -> None:
-        pass  # the state lives in the raft log and its snapshots
-
-
 @dataclass
 class _Fetch:
     batch: int
@@ -185,7 +106,7 @@ class _Fetch:
     leaving: bool = False  # the caller stops waiting once ``inflight`` arrived
 
 
-class ConsumerReplica(GroupMembershipCalls):
+class ConsumerReplica(ReplicaShell, StreamReads, GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = CONSUMER_REQUESTS  # what clients may call over the data plane
@@ -254,7 +175,6 @@ class ConsumerReplica(GroupMembershipCalls):
         self._push_polls = 0  # push polls under way: a subscriber's interest, never inactive
         self._ready_index: int | None = None
         self._timer: asyncio.Task | None = None
-        self._started = False
         self._advisories: list[tuple[str, dict]] = []
         # acks on their way to an interest / work-queue stream (leader only)
         self._forward = stream_cfg.retention is not RetentionPolicy.LIMITS
@@ -274,15 +194,11 @@ class ConsumerReplica(GroupMembershipCalls):
     def group(self) -> ReplicaGroup:
         return self.host.group
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self._preferred)
-            loop = asyncio.get_running_loop()
-            self._timer = loop.create_task(self._timer_loop())
-            if self._forward:
-                self._ack_task = loop.create_task(self._ack_loop())
-
+    def _start_tasks(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.create_task(self._timer_loop())
+        if self._forward:
+            self._ack_task = loop.create_task(self._ack_loop())
 
     def _on_output(self, out: Output) -> None:
         group = self.group
@@ -344,27 +260,6 @@ class ConsumerReplica(GroupMembershipCalls):
                 pause = min(pause * 2, ACK_RETRY_MAX)
         finally:
             self._taking_lead = None
-
-    async def _prefetch(self, reads: list, timeout: float = STREAM_CALL_TIMEOUT) -> bool:
-        """Fetch ``reads`` ((method, *args)) from the stream leader into the read-ahead
-        memo, awaiting the answer; False (and the reader fails fast) when it is away."""
-        if not reads:
-            return True
-        here = in_process.stream_leader_here(getattr(self.stream, "names", {}).values())
-        try:
-            if here is not None:  # the stream's leader runs beside us: no actor call
-                results = here.read_local("read_many", reads)
-            else:
-                results = await self.stream.acall("reader_call", "read_many", reads,
-                                                  timeout=timeout, attempt_timeout=timeout)
-        except Exception as err:  # noqa: BLE001 - unreachable, electing, or gone
-            log.debug("stream reads for %s failed: %s", self.host.name, err)
-            self.reader.drop()
-            self.remote.unreachable = True
-            return False
-        self.remote.unreachable = False
-        self.reader.offer_reads(reads, results)
-        return True
 
     async def _ack_loop(self) -> None:
         """Forward acks to the stream leader until it confirms them; a reconciliation
@@ -512,66 +407,6 @@ class ConsumerReplica(GroupMembershipCalls):
                 # e.g. a 408 from the timer: messages decided earlier go out first
                 if not fetch.inflight:
                     fetch.future.set_result(None)
-
-    async def _read_ahead(self, want: int, *, watched: bool = False) -> bool:
-        """Fetch what the next delivery decision reads (the next messages, queued
-        redeliveries, a last-per-subject catch-up) from the stream leader without blocking
-        the event loop; the engine takes them from the read-ahead. False: the stream did
-        not answer (the engine's own reads then fail at once instead of blocking).
-        ``watched`` (the timer's rounds for waiting pulls): when a wait at the stream's
-        leader says nothing was stored past what this consumer looked at, the new-message
-        window is known to be empty and the stream is not asked."""
-        for _ in range(READ_AHEAD_TRIES):
-            if not self.engine.is_leader:
-                return False
-            start = self.engine.read_position()
-            # twice what is wanted: room for a decision that moves the position meanwhile
-            limit = max(1, min(2 * int(want), READ_AHEAD_MAX))
-            reads = self.engine.decision_reads(limit)
-            filters = tuple(self.engine.filters)
-            if watched:
-                self._ensure_watch()
-                known = self._known_last
-                if not reads and start and known is not None and known < start:
-                    self.reader.offer(Window(filters, start, limit, [], known, 0))
-                    return True
-            if start:
-                reads.append(("read_window", filters, start, limit))
-            if not await self._prefetch(reads):
-                return False
-            # another request's decision moved the read position while this read was out
-            # (pulls that arrive together): the window starts too early for this decision,
-            # whose reads past it would each block the event loop on a call; read again
-            if self.engine.read_position() == start:
-                return True
-        return True
-
-    def _ensure_watch(self) -> None:
-        if self._watch is None or self._watch.done():
-            self._watch = asyncio.get_running_loop().create_task(self._watch_stream())
-
-    async def _watch_stream(self) -> None:
-        """While pull requests wait: keep a wait open at the stream's leader and note the
-        last seq it answers with (:meth:`_read_ahead` ``watched``). Ends when nothing
-        waits, leadership moves, or the stream cannot be asked (the timer then reads)."""
-        try:
-            while self.engine.is_leader and self.engine.num_waiting:
-                start = self.engine.read_position()
-                if not start:
-                    return
-                # the first answer at once (what is there now), then waits for more
-                wait = 0.0 if self._known_last is None else WATCH_WAIT
-                try:
-                    last = await self._stream_waits(start - 1, wait)
-                except Exception as err:  # noqa: BLE001 - away or moving: the timer reads
-                    log.debug("stream watch of %s ended: %s", self.host.name, err)
-                    return
-                self._known_last = last
-                if last >= start:
-                    # new messages: the timer's next round reads them; watch again after it
-                    await asyncio.sleep(TIMER_EVERY)
-        finally:
-            self._known_last = None
 
     def _serve_window(self, decide) -> None:
         """Run one delivery decision on the window just read, then let the window go: a
@@ -754,37 +589,7 @@ class ConsumerReplica(GroupMembershipCalls):
                     continue
             if loop.time() >= deadline:
                 return
-            await self._until_new_messages(fetch, deadline)
-
-    async def _until_new_messages(self, fetch: _Fetch, deadline: float) -> None:
-        """Wait (until ``deadline``) for the stream to store past what this consumer looked
-        at, or for a delivery to reach ``fetch`` (a redelivery): the stream's leader answers
-        when a message arrives, instead of being polled. Polls when it cannot wait there."""
-        loop = asyncio.get_running_loop()
-        left = deadline - loop.time()
-        after = self.engine.read_position() - 1 if self.engine.is_leader else -1
-        if after < 0:  # a last-per-subject catch-up, or not leading
-            await asyncio.sleep(max(0.0, min(TIMER_EVERY, left)))
-            return
-        waiter = asyncio.ensure_future(self._stream_waits(after, left))
-        delivered = asyncio.ensure_future(asyncio.shield(fetch.future))
-        try:
-            done, _ = await asyncio.wait({waiter, delivered}, timeout=max(left, 0.0),
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            delivered.cancel()
-            waiter.cancel()
-        if waiter in done and waiter.exception() is not None:
-            # the stream's leader is away or moving: poll as before meanwhile
-            await asyncio.sleep(max(0.0, min(TIMER_EVERY, deadline - loop.time())))
-
-    async def _stream_waits(self, after: int, timeout: float) -> int:
-        here = in_process.stream_leader_here(getattr(self.stream, "names", {}).values())
-        if here is not None:  # the stream's leader runs beside us: no actor call
-            return await here.wait_for_messages(after, timeout)
-        return await self.stream.acall("wait_for_messages", after, timeout,
-                                       timeout=timeout + STREAM_CALL_TIMEOUT,
-                                       attempt_timeout=timeout + STREAM_CALL_TIMEOUT)
+            await self._until_new_messages(fetch.future, deadline)
 
     def _release_held(self, fetch: _Fetch) -> None:
         now = time.time_ns()
@@ -941,20 +746,7 @@ class ConsumerReplica(GroupMembershipCalls):
     async def update_config(self, config: dict[str, Any]) -> None:
         self.engine.update_config(ConsumerConfig.from_dict(config))
 
-    # -- raft transport and lifecycle -------------------------------------------------------
-    async def receive(self, messages: list[Message]) -> None:
-        self._ensure_started()
-        self.host.receive(messages)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
-    async def hold(self) -> None:
-        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
-
+    # -- lifecycle (receive, ping and hold: see ReplicaShell) -------------------------------
     async def status(self) -> dict[str, Any]:
         self._ensure_started()
         st = self.group.status()

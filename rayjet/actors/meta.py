@@ -26,14 +26,8 @@ from rayjet.actors.change_watch import ChangeWatch
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
 from rayjet.actors.on_demand import starts_on_demand
-from rayjet.actors.raft_host import (
-    ACTOR_ELECTION_TICKS,
-    ACTOR_HEARTBEAT_TICKS,
-    ACTOR_NOTIFY_COMMIT,
-    RaftHost,
-    positive_env,
-    quiesce_ticks,
-)
+from rayjet.actors.raft_host import RaftHost, meta_group_options
+from rayjet.actors.replica_shell import ReplicaShell, awaited
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream import new_stream_info
@@ -44,11 +38,13 @@ from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
 from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
-from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment, decode_meta_op
+from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
+from rayjet.meta.assignment_dicts import assignment_dict, consumer_dict
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
 from rayjet.placement.consumers import ephemeral_name
-from rayjet.raft import Message, Role
-from rayjet.replication import FileLogStorage, GroupOptions, Output, ReplicaGroup
+from rayjet.raft import Role
+from rayjet.replication import FileLogStorage, Output, ReplicaGroup
+from rayjet.replication.meta_machine import MetaMachine, unsettled
 from rayjet.replication.rejoin import open_or_rejoin
 
 log = logging.getLogger(__name__)
@@ -63,60 +59,6 @@ COLLECT_AGAIN = RECONCILE_EVERY
 MEMBER_STATE_TIMEOUT = 2.0  # seconds cluster_info waits on another member's status
 REOPEN_EVERY = 5.0  # seconds between attempts of a member that could not open its files
 WATCH_LONGEST = 30.0  # seconds a catalogue watch waits at most for a change
-META_COMPACT_ENV = "RAYJET_META_COMPACT_ENTRIES"  # applied entries between snapshots
-META_COMPACT_ENTRIES = 1024
-
-
-def meta_group_options() -> GroupOptions:
-    return GroupOptions(sync_always=True,
-                        snapshot_every=positive_env(META_COMPACT_ENV, META_COMPACT_ENTRIES),
-                        election_tick=ACTOR_ELECTION_TICKS, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
-                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks())
-
-
-def unsettled(group: ReplicaGroup) -> str | None:
-    """Why ``group``'s catalogue may not be the committed one (None: it is). Only a leader
-    that committed an entry of its own term holds every entry any earlier leader committed,
-    and only once it applied them is its catalogue complete: a stale or damaged member
-    that deleted what its catalogue lacks would destroy live streams."""
-    if not group.is_leader:
-        return "not the leader"
-    if group.rejoining:
-        return "rejoining after damage"
-    raft = group.node.raft
-    committed = raft.log.committed
-    if committed == 0 or raft.log.term_or_zero(committed) != raft.term:
-        return f"no entry of term {raft.term} committed yet"
-    if group.applied < committed:
-        return f"applied {group.applied} of {committed} committed entries"
-    return None
-
-
-class MetaMachine:
-    """The catalogue as a replication state machine."""
-
-    def __init__(self, catalogue: Catalogue) -> None:
-        self.catalogue = catalogue
-
-    def apply(self, index: int, data: bytes) -> Any:
-        return self.catalogue.apply(index, decode_meta_op(data))
-
-    def snapshot(self) -> bytes:
-        return self.catalogue.snapshot()
-
-    def full_snapshot(self) -> bytes:
-        return self.catalogue.snapshot()
-
-    def restore(self, data: bytes, *, full: bool) -> None:
-        if data:  # no snapshot yet: the log replays the whole catalogue
-            self.catalogue.restore(data)
-
-    def sync(self) -> None:
-        pass  # the catalogue lives in the raft log and its snapshots
-
-
-async def _awaited(ref: Any) -> Any:
-    return await ref
 
 
 def _answers_unstarted(config: StreamConfig) -> bool:
@@ -126,34 +68,7 @@ def _answers_unstarted(config: StreamConfig) -> bool:
     return config.shared_hosting and config.mirror is None and not config.sources
 
 
-_config_dicts: dict[int, tuple[StreamConfig, dict[str, Any]]] = {}  # id(config) -> its JSON
-
-
-def _config_dict(config: StreamConfig) -> dict[str, Any]:
-    """``config.to_dict()``, made once per config object (they are immutable; a listing of
-    hundreds of streams would otherwise spend most of its time on them). Not to mutate."""
-    hit = _config_dicts.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    if len(_config_dicts) >= 10_000:
-        _config_dicts.clear()
-    doc = config.to_dict()
-    _config_dicts[id(config)] = (config, doc)
-    return doc
-
-
-def assignment_dict(sa: StreamAssignment) -> dict[str, Any]:
-    return {"config": _config_dict(sa.config), "created_ns": sa.created_ns, "group": sa.group,
-            "peers": [list(p) for p in sa.peers],
-            "consumers": sorted(sa.consumers)}
-
-
-def consumer_dict(ca: ConsumerAssignment) -> dict[str, Any]:
-    return {"stream": ca.stream, "name": ca.name, "config": ca.config.to_dict(),
-            "created_ns": ca.created_ns, "group": ca.group, "peers": [list(p) for p in ca.peers]}
-
-
-class MetaMember:
+class MetaMember(ReplicaShell):
     """Plain class; ``lifecycle.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
 
     DATA_PLANE_REQUESTS = META_REQUESTS  # what clients may call over the data plane
@@ -174,7 +89,6 @@ class MetaMember:
         self._reconciler: asyncio.Task | None = None
         self._pool_started = False
         self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
-        self._started = False
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0, "skipped": 0}
@@ -229,15 +143,16 @@ class MetaMember:
                               f"({self.failure}); it tries again every {REOPEN_EVERY:.0f}s",
                               group="meta", leader=None)
 
-    # -- plumbing ---------------------------------------------------------------------------
-    def _ensure_started(self) -> None:
-        if self.host is None:
-            raise self._unavailable()
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self.members[0] == self.id)
-            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+    # -- plumbing (receive, ping and hold: see ReplicaShell) --------------------------------
+    def _not_open(self) -> NotLeaderError | None:
+        return self._unavailable() if self.host is None else None
 
+    @property
+    def _preferred(self) -> bool:  # the first member leads a new group
+        return self.members[0] == self.id
+
+    def _start_tasks(self) -> None:
+        self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
     def _on_output(self, out: Output) -> None:
         if out.applied or out.role is not None:
@@ -255,22 +170,6 @@ class MetaMember:
             await asyncio.to_thread(lifecycle.start_host_pool, str(self.data_dir))
         except Exception as err:  # noqa: BLE001 - the hosts then start when first used
             log.info("meta %s: starting the replica hosts failed: %r", self.id, err)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
-    async def hold(self) -> None:
-        """Answer only when this member stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
-
-    async def receive(self, messages: list[Message]) -> None:
-        if self.host is None:  # dropped, as a dead member's are (raft sends again)
-            self._unavailable()
-            return
-        self._ensure_started()
-        self.host.receive(messages)
 
     async def status(self) -> dict[str, Any]:
         """The raft group's status, with ``rejoining`` (its log was lost to damage and it
@@ -307,7 +206,7 @@ class MetaMember:
         it), or ``failure`` when it cannot open its files or does not answer."""
         try:
             handle = await self.host.send.handle(member)
-            st = await asyncio.wait_for(_awaited(handle.status.remote()), MEMBER_STATE_TIMEOUT)
+            st = await asyncio.wait_for(awaited(handle.status.remote()), MEMBER_STATE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - dead, restarting or slow: say so
             return {"rejoining": None, "damage": None,
                     "failure": f"no status: {type(exc).__name__}: {exc}"}
@@ -355,7 +254,7 @@ class MetaMember:
         rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
         if info is None:
             try:
-                info = await asyncio.wait_for(_awaited(leader.info.remote()), REQUEST_TIMEOUT)
+                info = await asyncio.wait_for(awaited(leader.info.remote()), REQUEST_TIMEOUT)
             except Exception:  # noqa: BLE001 - a leader change: the client asks the new one
                 info = None
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}

@@ -98,6 +98,20 @@ def actor_group_options(*, sync_always: bool) -> GroupOptions:
                                                      defaults.snapshot_bytes))
 
 
+# the meta group snapshots its catalogue after this many applied entries (the environment of
+# the Ray nodes can set it)
+META_COMPACT_ENV = "RAYJET_META_COMPACT_ENTRIES"
+META_COMPACT_ENTRIES = 1024
+
+
+def meta_group_options() -> GroupOptions:
+    """The raft options of a meta group member: every entry synced before it counts."""
+    return GroupOptions(sync_always=True,
+                        snapshot_every=positive_env(META_COMPACT_ENV, META_COMPACT_ENTRIES),
+                        election_tick=ACTOR_ELECTION_TICKS, heartbeat_tick=ACTOR_HEARTBEAT_TICKS,
+                        notify_commit=ACTOR_NOTIFY_COMMIT, quiesce_after=quiesce_ticks())
+
+
 class RaftHost:
     def __init__(self, group: ReplicaGroup, send: Send, *, tick_seconds: float = 0.05,
                  name: str = "", metrics: RaftMetrics | None = None,

@@ -28,6 +28,7 @@ from rayjet.actors.names import (
     meta_member_id,
     stream_actor_name,
 )
+from rayjet.actors.replica_shell import awaited
 from rayjet.actors.wire_values import META_REQUESTS, STREAM_REQUESTS
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError, TimeoutError
@@ -60,14 +61,10 @@ def call(ref_fn: Callable[[], Any], timeout: float) -> Any:
         raise unwrap(exc) from None
 
 
-async def _awaited(ref: Any) -> Any:
-    return await ref
-
-
 async def acall(ref: Any, timeout: float) -> Any:
     """Await one actor call's answer without blocking the event loop (see :func:`call`)."""
     try:
-        return await asyncio.wait_for(_awaited(ref), max(timeout, 0.001))
+        return await asyncio.wait_for(awaited(ref), max(timeout, 0.001))
     except RayTaskError as exc:  # first: it may also be an instance of the cause's class
         raise unwrap(exc) from None
     except builtins.TimeoutError:

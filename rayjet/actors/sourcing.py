@@ -280,7 +280,7 @@ class SourcePump:
         return more
 
     async def _propose(self, op) -> None:
-        (res,) = await self.replica._propose_ops([op], CALL_TIMEOUT * 2)
+        (res,) = await self.replica.propose_ops([op], CALL_TIMEOUT * 2)
         if not res.ok:
             raise res.error or ServiceUnavailableError("source op rejected")
 

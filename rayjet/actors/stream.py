@@ -27,6 +27,7 @@ from rayjet.actors.metrics import RaftMetrics, StreamMetrics
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.on_demand import replica_dir
 from rayjet.actors.raft_host import RaftHost, actor_group_options
+from rayjet.actors.replica_shell import ReplicaShell
 from rayjet.actors.router import PeerSender, meta_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
@@ -47,7 +48,7 @@ from rayjet.errors import (
     ServiceUnavailableError,
     error_for,
 )
-from rayjet.raft import Message, Role
+from rayjet.raft import Role
 from rayjet.replication import MemoryLog, Output, ReplicaGroup
 from rayjet.replication.rejoin import open_or_rejoin
 from rayjet.replication.stream_files import open_stream_files, store_block_size
@@ -98,7 +99,7 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
             "leader": leader}
 
 
-class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
+class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
 
     DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane
@@ -153,7 +154,6 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._upkeep_passes = 0
         self._reads_served = 0  # consumer reads (an idle consumer's count stands still)
         self._sweep: asyncio.Task | None = None
-        self._started = False
         self._outbox: Outbox = Outbox(OUTBOX_CAPACITY)
         self._outbox_changed = asyncio.Event()
         # set (and replaced) when the last seq moves or leadership changes: consumers wait
@@ -178,13 +178,9 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
     def group(self) -> ReplicaGroup:
         return self.host.group
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            self._started = True
-            self.host.start(lead_at_once=self._preferred)
-            self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
-            self._copy.update()
-
+    def _start_tasks(self) -> None:
+        self._upkeep = asyncio.get_running_loop().create_task(self._upkeep_loop())
+        self._copy.update()
 
     def _on_output(self, out: Output) -> None:
         self._upkeep_wake.set()
@@ -293,7 +289,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         a time, each applied before the next is read (see engine.interest_sweep)."""
         try:
             while self.engine.is_leader and (op := self.engine.prepare_sweep()) is not None:
-                await self._propose_ops([op], DEFAULT_TIMEOUT)
+                await self.propose_ops([op], DEFAULT_TIMEOUT)
                 await asyncio.sleep(0)  # let raft traffic and clients through between steps
         except APIError:
             pass  # lost leadership: the next leader goes on from the replicated position
@@ -315,7 +311,12 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
             raise NotLeaderError(f"replica {self.id} of {self.engine.name} cannot take writes",
                                  group=self.group_name, leader=self.group.leader)
 
-    async def _propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
+    async def propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]:
+        """Propose ``ops``, prepared on this leader's view (``engine.prepare_*``), as one
+        raft entry; their results once applied. When the proposal fails the leader starts
+        its projection again: what it projected may never commit. For code in the
+        replica's process (the source pump, a backup's restore); clients call the methods
+        that prepare the ops."""
         try:
             return await self.host.propose(self.machine.encode(ops), timeout)
         except NotLeaderError:
@@ -332,15 +333,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
                 self._wake_publishers()
             raise
 
-    # -- raft transport ---------------------------------------------------------------------
-    async def receive(self, messages: list[Message]) -> None:
-        self._ensure_started()
-        self.host.receive(messages)
-
-    async def ping(self) -> str:
-        self._ensure_started()
-        return self.id
-
+    # -- raft transport (receive, ping and hold: see ReplicaShell) ---------------------------
     async def ready(self, with_info: bool = False) -> dict[str, Any]:
         """Answered once this replica runs: whether it leads and takes writes, and (asked
         for, when it does) its stream info: what a creation waits for, in one call instead
@@ -348,11 +341,6 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._ensure_started()
         leads = self.group.is_leader and self.engine.is_leader
         return {"leader": leads, "info": await self.info() if with_info and leads else None}
-
-    async def hold(self) -> None:
-        """Answer only when this replica stops: quiet peers wait on it to notice our death."""
-        self._ensure_started()
-        await self.host.until_stopped()
 
     async def leader_id(self) -> str | None:
         self._ensure_started()
@@ -439,7 +427,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
                 ops.append(op)
                 slots.append(i)
         if ops:
-            results = await self._propose_ops(ops, max(0.001, deadline - time.monotonic()))
+            results = await self.propose_ops(ops, max(0.001, deadline - time.monotonic()))
             for i, r in zip(slots, results, strict=True):
                 answers[i] = r.answer
         return waiting, bool(ops)
@@ -480,7 +468,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         self._require_writable()
         deadline = time.monotonic() + timeout
         plan = self.engine.prepare_columns(batch)
-        results = await self._propose_ops(plan.ops, timeout) if plan.ops else []
+        results = await self.propose_ops(plan.ops, timeout) if plan.ops else []
         answer = plan.answer(results)
         rows = answer["rows"]
         waiting = sorted(r for r, a in rows.items() if isinstance(a, DuplicateInProcessError))
@@ -497,7 +485,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
                              timeout: float = DEFAULT_TIMEOUT) -> Any:
         self._require_writable()
         op = self.engine.prepare_batch(msgs, batch_id)
-        (result,) = await self._propose_ops([op], timeout)
+        (result,) = await self.propose_ops([op], timeout)
         if not result.ok:
             raise result.error
         return result.ack
@@ -505,7 +493,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
     async def purge(self, subject: str | None = None, seq: int | None = None,
                     keep: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
         self._require_writable()
-        (result,) = await self._propose_ops(
+        (result,) = await self.propose_ops(
             [self.engine.prepare_purge(subject=subject, seq=seq, keep=keep)], timeout)
         if not result.ok:
             raise result.error
@@ -514,7 +502,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
     async def delete_msg(self, seq: int, erase: bool = False,
                          timeout: float = DEFAULT_TIMEOUT) -> bool:
         self._require_writable()
-        (result,) = await self._propose_ops([self.engine.prepare_delete(seq, erase)], timeout)
+        (result,) = await self.propose_ops([self.engine.prepare_delete(seq, erase)], timeout)
         if not result.ok:
             raise result.error
         return bool(result.value)
@@ -523,7 +511,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
                             timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         self._require_writable()
         cfg = StreamConfig.from_dict(config)
-        (result,) = await self._propose_ops([self.engine.prepare_update(cfg)], timeout)
+        (result,) = await self.propose_ops([self.engine.prepare_update(cfg)], timeout)
         if not result.ok:
             raise result.error
         return self.engine.config.to_dict()
@@ -695,7 +683,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         ops = [self.engine.prepare_ack(consumer, seq) for seq in seqs]
         removed = 0
         if ops:
-            results = await self._propose_ops(ops, timeout)
+            results = await self.propose_ops(ops, timeout)
             removed = sum(1 for r in results if r.ok and r.value)
         return {"removed": removed, "leader": self.id, "term": self.group.term}
 
@@ -710,7 +698,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         while True:
             ops, start = self.engine.prepare_consumer_sync(consumer, want, start)
             for i in range(0, len(ops), SYNC_OPS):
-                results = await self._propose_ops(ops[i:i + SYNC_OPS], timeout)
+                results = await self.propose_ops(ops[i:i + SYNC_OPS], timeout)
                 acked += len(results)
                 removed += sum(1 for r in results if r.ok and r.value)
             if not start:
@@ -724,7 +712,7 @@ class StreamReplica(StreamBackupCalls, GroupMembershipCalls):
         """Record (or drop) a consumer's interest, which interest/work-queue retention uses."""
         self._require_writable()
         op = self.engine.prepare_consumer(name, filters, start_seq, remove)
-        (result,) = await self._propose_ops([op], timeout)
+        (result,) = await self.propose_ops([op], timeout)
         if not result.ok:
             raise result.error
 

@@ -30,7 +30,7 @@ class StreamBackupCalls:
         self._require_writable()
         op = prepare_restore(self.engine, after, cols, first=first, last=last,
                              sources=sources)
-        (result,) = await self._propose_ops([op], timeout)
+        (result,) = await self.propose_ops([op], timeout)
         if not result.ok:
             raise result.error
         return int(result.seq)

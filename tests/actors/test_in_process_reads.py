@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from rayjet.actors import in_process
-from rayjet.actors.consumer import RemoteStreamReader
+from rayjet.actors.consumer_reads import RemoteStreamReader
 
 
 class FakeRouter:

@@ -23,7 +23,6 @@ import ray.exceptions
 
 from rayjet.actors import replica_lifecycle as lc
 from rayjet.actors.cancelling import cancel_and_wait
-from rayjet.actors.meta import assignment_dict
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.router import stream_router
 from rayjet.api import StorageType, StreamConfig
@@ -31,6 +30,7 @@ from rayjet.api import headers as H
 from rayjet.api.stream import Placement
 from rayjet.errors import APIError
 from rayjet.meta import StreamAssignment
+from rayjet.meta.assignment_dicts import assignment_dict
 
 
 class FakeRef:

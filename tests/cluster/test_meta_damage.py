@@ -13,9 +13,10 @@ import textwrap
 
 import pytest
 
-from rayjet.actors.meta import MetaMachine, meta_group_options
+from rayjet.actors.raft_host import meta_group_options
 from rayjet.meta import Catalogue
 from rayjet.replication import FileLogStorage, ReplicaGroup
+from rayjet.replication.meta_machine import MetaMachine
 from rayjet.replication.rejoin import DAMAGED_SUFFIX, is_damage
 from rayjet.replication.wal import REJOINING
 from tests.cluster.restart_phases import run_phases

@@ -17,13 +17,15 @@ import pytest
 from rayjet.actors import meta as meta_mod
 from rayjet.actors import metrics
 from rayjet.actors import replica_lifecycle as lifecycle
-from rayjet.actors.meta import MetaMachine, MetaMember, meta_group_options, unsettled
+from rayjet.actors.meta import MetaMember
+from rayjet.actors.raft_host import META_COMPACT_ENV, meta_group_options
 from rayjet.api.account import AccountLimits
 from rayjet.errors import NotLeaderError
 from rayjet.meta import Catalogue
 from rayjet.meta.catalogue import encode_meta_op
 from rayjet.raft import MessageType
 from rayjet.replication import MemoryLog, ReplicaGroup
+from rayjet.replication.meta_machine import MetaMachine, unsettled
 from rayjet.replication.rejoin import DAMAGED_SUFFIX
 from rayjet.replication.wal import REJOINING
 
@@ -52,7 +54,7 @@ def in_process(monkeypatch):
     monkeypatch.setattr(meta_mod, "PeerSender", QuietSender)
     monkeypatch.setattr(lifecycle, "start_host_pool", lambda *a, **k: [])
     monkeypatch.setattr(meta_mod, "RECONCILE_EVERY", 3600.0)
-    monkeypatch.setenv(meta_mod.META_COMPACT_ENV, "3")  # snapshots after 3 entries
+    monkeypatch.setenv(META_COMPACT_ENV, "3")  # snapshots after 3 entries
 
 
 class Cluster:
