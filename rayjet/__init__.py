@@ -73,7 +73,7 @@ def connect(address: str | None = None, *, gateway: Any = None, user: str | None
         if not isinstance(address, str) or not address.startswith(_USER_SCHEMES):
             raise errors.BadRequestError("credentials go with a gateway's nats://host:port "
                                          f"address, not {address!r}")
-        remote = importlib.import_module("rayjet.gateway.remote")
+        remote = importlib.import_module("rayjet.remote.jetstream")
         return remote.connect_user(address, user=user, password=password, token=token,
                                    nkey_seed=nkey_seed)
     js = importlib.import_module("rayjet.client").connect(address, **kwargs)

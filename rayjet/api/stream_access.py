@@ -4,7 +4,7 @@ KV and object store are conventions over streams (``KV_<bucket>``, ``OBJ_<bucket
 NATS: :class:`rayjet.kv.KeyValue` and :class:`rayjet.objectstore.ObjectStore` are written
 against :class:`StreamAccess`, and two JetStreams implement it:
 :class:`rayjet.client.JetStream` (the cluster over Ray and the data plane) and
-:class:`rayjet.remote.GatewayJetStream` (a NATS connection to a gateway). A contract test
+:class:`rayjet.remote.jetstream.GatewayJetStream` (a NATS connection to a gateway). A contract test
 (tests/client/test_stream_access_contract.py) runs the same checks on both.
 
 :class:`StoredMessage` is one message as a stream stores it, the shape a scan yields.

@@ -168,7 +168,8 @@ def connect(*, gateway: bool = False) -> Any:
     if st.js is not None:
         return st.js
     if gateway and st.address is None and not _ray_running():
-        from rayjet.gateway.remote import GatewayJetStream, find_gateway
+        from rayjet.remote.connection import find_gateway
+        from rayjet.remote.jetstream import GatewayJetStream
 
         found = find_gateway(st.timeout)
         if found is not None:

@@ -1,8 +1,8 @@
 """The NATS protocol gateway: any NATS client (nats.py, nats.go, the ``nats`` CLI) is a
 rayjet client. See docs/gateway.md.
 
-The names below are imported on first use: ``rayjet.gateway.remote`` (the CLI's NATS client)
-and ``rayjet.gateway.protocol`` load without Ray.
+The names below are imported on first use; ``rayjet.gateway.protocol`` loads without Ray
+(the CLI's NATS client is :mod:`rayjet.remote`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import pytest
 from rayjet.api.stream_access import StoredMessage, StreamAccess
 from rayjet.errors import APIError, BadRequestError, NotFoundError
 from rayjet.gateway import GatewayOptions, GatewayThread
-from rayjet.gateway.remote import GatewayJetStream, Requester
+from rayjet.remote.connection import Requester
+from rayjet.remote.jetstream import GatewayJetStream
 from tests.cluster.conftest import drop_new_streams, js  # noqa: F401
 
 

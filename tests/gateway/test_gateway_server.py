@@ -575,14 +575,14 @@ def test_a_batch_of_publishes_answers_each_one(
 
 
 def test_buckets_through_the_cli_client(gateway, js, drop_new_streams, monkeypatch):  # noqa: F811
-    """The CLI's NATS client (rayjet.gateway.remote) drives rayjet.kv.KeyValue: writes,
+    """The CLI's NATS client (rayjet.remote) drives rayjet.kv.KeyValue: writes,
     compare-and-set, reads, and scans that page through a short-lived consumer."""
     from rayjet.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
-    from rayjet.gateway import remote
+    from rayjet.remote import connection, jetstream
 
-    monkeypatch.setattr(remote, "SCAN_PAGE", 10)  # 25 revisions: three pages
+    monkeypatch.setattr(jetstream, "SCAN_PAGE", 10)  # 25 revisions: three pages
     gw = gateway()
-    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 10))
+    client = jetstream.GatewayJetStream(connection.Requester(f"nats://127.0.0.1:{gw.port}", 10))
     try:
         kv = client.create_key_value(bucket="CLIGW", history=64)
         for i in range(25):
@@ -617,12 +617,12 @@ def test_object_store_through_the_cli_client(gateway, js, drop_new_streams,  # n
 
     from rayjet.api import ObjectMeta, ObjectMetaOptions
     from rayjet.errors import BucketNotFoundError, ObjectNotFoundError
-    from rayjet.gateway import remote
     from rayjet.objectstore import store
+    from rayjet.remote import connection, jetstream
 
     monkeypatch.setattr(store, "READ_PAGE_BYTES", 4 * 128 * 1024)  # pages of 4 chunks
     gw = gateway()
-    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 10))
+    client = jetstream.GatewayJetStream(connection.Requester(f"nats://127.0.0.1:{gw.port}", 10))
     try:
         obs = client.create_object_store("CLIOBJ")
         blob = os.urandom(300_000)
@@ -658,13 +658,13 @@ def test_a_pulls_byte_limit_holds_for_the_whole_request(gateway, js, stream_name
     import os
 
     from rayjet.errors import APIError
-    from rayjet.gateway import remote
+    from rayjet.remote import connection
 
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.x"])
     js.publish_batch([(f"{stream_name}.x", os.urandom(16_000))] * 10)
     js.add_consumer(stream_name, durable_name="C", ack_policy="none")
     gw = gateway()
-    requester = remote.Requester(f"nats://127.0.0.1:{gw.port}", 10)
+    requester = connection.Requester(f"nats://127.0.0.1:{gw.port}", 10)
     got = []
     try:
         with pytest.raises(APIError) as ended:
@@ -775,9 +775,9 @@ def test_step_downs_and_peer_removal_answer_as_nats_server(gateway, js, stream_n
 
     # the CLI's client: the new leader's id, from the stream's and consumer's info
     from rayjet.errors import StreamNotFoundError
-    from rayjet.gateway import remote
+    from rayjet.remote import connection, jetstream
 
-    client = remote.GatewayJetStream(remote.Requester(f"nats://127.0.0.1:{gw.port}", 20))
+    client = jetstream.GatewayJetStream(connection.Requester(f"nats://127.0.0.1:{gw.port}", 20))
     try:
         led = js.stream_info(stream_name).cluster.leader
         moved = client.stream_leader_stepdown(stream_name)

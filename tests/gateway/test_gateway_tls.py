@@ -147,7 +147,8 @@ def test_mutual_tls_admits_clients_with_a_certificate_the_ca_signed(pki):
 
 def test_the_cli_client_presents_its_certificate_or_says_which_one_it_needs(pki, monkeypatch):
     from rayjet.errors import ServiceUnavailableError
-    from rayjet.gateway import remote, tls_context
+    from rayjet.gateway import tls_context
+    from rayjet.remote import connection as remote
 
     async def serve(started, stop):
         gw = Gateway(GatewayOptions(port=0, tls=tls_context(*pki["server"], ca=pki["ca"])))

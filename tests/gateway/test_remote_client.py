@@ -1,4 +1,4 @@
-"""The CLI's blocking NATS client (rayjet.gateway.remote) against a core-only gateway (no
+"""The CLI's blocking NATS client (rayjet.remote) against a core-only gateway (no
 Ray): finding a gateway, auth, pipelined requests, status replies and typed errors."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from rayjet.errors import (
     ServiceUnavailableError,
 )
 from rayjet.gateway import Gateway, GatewayOptions
-from rayjet.gateway.remote import GatewayJetStream, Requester, find_gateway
+from rayjet.remote.connection import Requester, find_gateway
+from rayjet.remote.jetstream import GatewayJetStream
 
 
 @pytest.fixture
@@ -160,7 +161,7 @@ def test_the_cli_and_its_nats_client_load_without_ray():
     import subprocess
     import sys
 
-    code = ("import sys, rayjet.cli.main, rayjet.gateway.remote; "
+    code = ("import sys, rayjet.cli.main, rayjet.remote.jetstream; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
