@@ -16,6 +16,11 @@ certificates of nats.py's repository, which its sdist does not ship, operator JW
 cases that skip, saying why. Those with accounts and users (no_auth_user, an nkey user) get
 a gateway with a server configuration of this harness's own giving what the tests expect.
 
+With ``RAYJET_NATSPY_SERVER=nats-server`` (and the binary beside the interpreter, on
+``$NATS_SERVER_BIN`` or on the PATH) the JetStream and core cases start nats-server itself,
+as nats.py's own harness does: run.py checks with it that a test listed as failing on
+nats-server too really does.
+
 tests/natspy/run.py copies this file to ``tests/utils.py`` of the unpacked sdist.
 """
 
@@ -23,8 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 import tracemalloc
 import unittest
 import unittest.mock  # noqa: F401 - the tests use unittest.mock through this import
@@ -58,6 +68,57 @@ def _empty(js) -> None:
         list(pool.map(js.delete_stream, js.stream_names()))
 
 
+SERVER_ENV = "RAYJET_NATSPY_SERVER"  # "nats-server": the cases run against nats-server
+
+
+def _nats_server_binary() -> str:
+    env = os.environ.get("NATS_SERVER_BIN")
+    beside = os.path.join(os.path.dirname(sys.executable), "nats-server")
+    for candidate in (env, beside, shutil.which("nats-server")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError("no nats-server binary: install nats-server-bin or set NATS_SERVER_BIN")
+
+
+class NatsServer:
+    """nats-server itself, as nats.py's harness runs it (``-p PORT [-js -sd DIR] -m HTTP``)."""
+
+    def __init__(self, port: int, with_jetstream: bool, http_port: int,
+                 config_file: str | None, domain: str | None) -> None:
+        self.port, self.http_port = port, http_port
+        self.args = [_nats_server_binary(), "-a", "127.0.0.1", "-p", str(port),
+                     "-m", str(http_port)]
+        if with_jetstream:
+            self.args += ["-js", "-sd", tempfile.mkdtemp(prefix="natspy-nats-server-")]
+        if domain:
+            config_file = _config_file(f"jetstream {{ domain: {domain} }}")
+        if config_file:
+            self.args += ["-c", config_file]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def ready(self) -> None:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc is None or self.proc.poll() is not None or \
+                        time.monotonic() > deadline:
+                    raise RuntimeError(f"nats-server did not start: {self.args}") from None
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
 class NATSD:
     """A rayjet gateway in this process, in nats.py's NATSD shape."""
 
@@ -73,6 +134,10 @@ class NATSD:
         self.thread = None
         self._starting: Future | None = None
         self._fresh = True
+        self._nats_server: NatsServer | None = None
+        if os.environ.get(SERVER_ENV) == "nats-server":
+            self._nats_server = NatsServer(port, with_jetstream, http_port, config_file,
+                                           domain)
 
     def start(self):
         """Return before the gateway listens, as nats.py's start() once nats-server is
@@ -80,6 +145,9 @@ class NATSD:
         the gateway's JetStream start-up (Ray calls, slow under load), its client stays
         away longer, its ordered consumers queue resets for missed heartbeats, and nats.py's
         close() fails draining them into the lost connection."""
+        if self._nats_server is not None:
+            self._nats_server.start()
+            return self
         from rayjet.gateway import GatewayOptions, GatewayThread
 
         js = _rayjet() if self.with_jetstream else None
@@ -106,10 +174,14 @@ class NATSD:
 
     def ready(self) -> None:
         """Wait until the gateway started last serves (raises what kept it from it)."""
-        if self._starting is not None:
+        if self._nats_server is not None:
+            self._nats_server.ready()
+        elif self._starting is not None:
             self._starting.result()
 
     def stop(self) -> None:
+        if self._nats_server is not None:
+            self._nats_server.stop()
         if self.thread is not None:
             try:
                 self.ready()

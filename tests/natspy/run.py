@@ -10,7 +10,10 @@ one the tests were written for. The tests' assertions are untouched.
 Exit status: 0 when every test passes except those listed in known_failures.txt (each with
 its reason); 1 when any other test fails, and fails again when run once more on its own (a
 test that passes the second time is reported as flaky). Listed tests that pass are
-reported, so the list shrinks as the gateway grows.
+reported, so the list shrinks as the gateway grows. A listed test whose reason starts with
+``[nats-server]`` fails against nats-server too (a test of an older nats.py expecting an
+older server): each run checks it against nats-server (the harness in its nats-server
+mode), and one that passes there is a regression of the gateway.
 
     python tests/natspy/run.py [--version 2.14.0] [--report FILE] [-k EXPR]
 """
@@ -55,6 +58,9 @@ FILES = ["tests/test_js.py", "tests/test_client.py", "tests/test_client_async_aw
          "tests/test_client_v2.py", "tests/test_micro_service.py",
          "tests/test_client_nkeys.py"]
 DESELECT = "not ClientUtilsTest"  # the client's URL parsing: no server involved
+
+
+SERVER_TOO = "[nats-server]"  # a known failure's reason: it fails on nats-server too
 
 
 def known_failures() -> dict[str, str]:
@@ -149,6 +155,23 @@ def main() -> int:
                 res[name] = "passed"
                 flaky.append(name)
     text, regressions = report(res, known)
+    listed_for_server = sorted(n for n, why in known.items()
+                               if why.startswith(SERVER_TOO) and res.get(n) == "failed")
+    if listed_for_server:
+        server_xml = root / "results-nats-server.xml"
+        checked = cmd[:cmd.index(f"--junitxml={xml_path}")]
+        checked += [f"--junitxml={server_xml}", *(node_id(n, xml_path)
+                                                   for n in listed_for_server)]
+        subprocess.run(checked, cwd=root, env={**env, "RAYJET_NATSPY_SERVER": "nats-server"},
+                       check=False)
+        on_server = results(server_xml)
+        for name in listed_for_server:
+            if on_server.get(name) == "failed":
+                text += f"\n- fails on nats-server too (checked in this run): `{name}`"
+            else:
+                text += (f"\n- passes on nats-server ({on_server.get(name, 'not run')}): "
+                         f"`{name}` is the gateway's failure")
+                regressions.append(name)
     if flaky:
         text += "\n" + "\n".join(f"- flaky: `{n}` failed, then passed when run again"
                                   for n in flaky)
