@@ -24,7 +24,7 @@ import time
 import rayjet
 from rayjet import StreamConfig
 from rayjet.actors.names import stream_actor_name
-from rayjet.actors.replica_lifecycle import stop_replica
+from rayjet.actors.replica_actors import stop_replica
 from rayjet.api.stream import Placement, StreamSource
 from rayjet.client.regions import regional
 from rayjet.placement import CLUSTER_LABEL

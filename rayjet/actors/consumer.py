@@ -107,7 +107,8 @@ class _Fetch:
 
 
 class ConsumerReplica(ReplicaShell, StreamReads, GroupMembershipCalls):
-    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.consumer_replicas` runs it in a replica host or
+    beside its stream replica."""
 
     DATA_PLANE_REQUESTS = CONSUMER_REQUESTS  # what clients may call over the data plane
 

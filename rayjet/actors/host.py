@@ -263,7 +263,7 @@ def _no_raft_messages(messages: list) -> None:
 
 
 class ReplicaHost:
-    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.host_pools` wraps it with ``ray.remote``."""
 
     # what clients may ask of the host itself over the data plane (listings)
     DATA_PLANE_REQUESTS = frozenset({"stream_infos"})

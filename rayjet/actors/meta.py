@@ -20,8 +20,14 @@ from typing import Any
 
 import ray
 
-from rayjet.actors import events
-from rayjet.actors import replica_lifecycle as lifecycle
+from rayjet.actors import (
+    consumer_replicas,
+    events,
+    host_pools,
+    replica_actors,
+    replica_collection,
+    stream_replicas,
+)
 from rayjet.actors.change_watch import ChangeWatch
 from rayjet.actors.metrics import RaftMetrics
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
@@ -69,7 +75,7 @@ def _answers_unstarted(config: StreamConfig) -> bool:
 
 
 class MetaMember(ReplicaShell):
-    """Plain class; ``lifecycle.spawn_meta`` wraps it with ``ray.remote`` as a detached actor."""
+    """Plain class; :func:`ensure_meta` wraps it with ``ray.remote`` as a detached actor."""
 
     DATA_PLANE_REQUESTS = META_REQUESTS  # what clients may call over the data plane
 
@@ -167,7 +173,7 @@ class MetaMember(ReplicaShell):
 
     async def _start_host_pool(self) -> None:
         try:
-            await asyncio.to_thread(lifecycle.start_host_pool, str(self.data_dir))
+            await asyncio.to_thread(host_pools.start_host_pool, str(self.data_dir))
         except Exception as err:  # noqa: BLE001 - the hosts then start when first used
             log.info("meta %s: starting the replica hosts failed: %r", self.id, err)
 
@@ -241,7 +247,7 @@ class MetaMember(ReplicaShell):
         self._require_leader()
         cfg = StreamConfig.from_dict(config)
         existing = self.catalogue.streams.get(cfg.name)
-        peers = existing.peers if existing else lifecycle.place_stream(cfg, self.catalogue)
+        peers = existing.peers if existing else stream_replicas.place_stream(cfg, self.catalogue)
         op = self.catalogue.prepare_add_stream(cfg, peers=peers, now_ns=time.time_ns(),
                                                default_hosting=default_hosting)
         if isinstance(op, StreamAssignment):  # the same stream exists: ask its leader
@@ -251,7 +257,7 @@ class MetaMember(ReplicaShell):
             events.post([events.stream_action(sa.name, "update" if existing else "create")])
             if _answers_unstarted(sa.config):
                 return self._start_new_stream(sa)
-        rid, leader, info = await lifecycle.ensure_stream_replicas(sa, self.data_dir)
+        rid, leader, info = await stream_replicas.ensure_stream_replicas(sa, self.data_dir)
         if info is None:
             try:
                 info = await asyncio.wait_for(awaited(leader.info.remote()), REQUEST_TIMEOUT)
@@ -266,12 +272,13 @@ class MetaMember(ReplicaShell):
         again by reconciliation. One that rests until used (on_demand.starts_on_demand) is
         not asked: it has nothing to start (reconciliation places it again if its host
         does not list it)."""
-        created = lifecycle.start_stream_replicas(sa, self.data_dir, new=True)
+        created = stream_replicas.start_stream_replicas(sa, self.data_dir, new=True)
         if not starts_on_demand(sa.config):
-            task = asyncio.get_running_loop().create_task(lifecycle.replicas_ready(sa, created))
+            task = asyncio.get_running_loop().create_task(
+                stream_replicas.replicas_ready(sa, created))
             self._starting.add(task)
             task.add_done_callback(lambda t: self._started_stream(sa, t))
-        preferred = lifecycle.preferred_replica(sa)
+        preferred = stream_replicas.preferred_replica(sa)
         info = new_stream_info(sa.config, sa.created_ns, sa.group,
                                preferred if len(sa.peers) == 1 else None)
         return {"assignment": assignment_dict(sa), "leader": preferred, "info": info}
@@ -330,7 +337,7 @@ class MetaMember(ReplicaShell):
         old = self.catalogue.stream(cfg.name)
         cfg = resolve_hosting(cfg, old.config.hosting)  # unset: the stream keeps its own
         peers = old.peers
-        drift = await lifecycle.group_drift(old)
+        drift = await stream_replicas.group_drift(old)
         gone: list[str] = []
         if drift:
             log.warning("meta %s: stream %s differs from the catalogue (a change cut short): "
@@ -349,10 +356,10 @@ class MetaMember(ReplicaShell):
                 or cfg.placement != old.config.placement or replace is not None):
             # start from where the replicas run now, so one Ray moved off a dead node is
             # kept where it is instead of being replaced
-            old = dataclasses.replace(old, peers=await lifecycle.actual_peers(old)
+            old = dataclasses.replace(old, peers=await stream_replicas.actual_peers(old)
                                       + drift.voters)
             keep = tuple(p for p in old.peers if p[0] != replace)
-            peers = lifecycle.place_stream(
+            peers = stream_replicas.place_stream(
                 cfg, self.catalogue, existing=keep, fresh=old.fresh_ids(cfg.num_replicas),
                 avoid=tuple(node for rid, node in old.peers if rid == replace))
         op = self.catalogue.prepare_update_stream(cfg, peers=peers)
@@ -360,13 +367,13 @@ class MetaMember(ReplicaShell):
         op = dataclasses.replace(op, peers=peers)
         # the stream's own group must accept the change (membership, limits) before the
         # catalogue records it, so a refused change leaves the catalogue as it was
-        removed = await lifecycle.apply_stream_update(
+        removed = await stream_replicas.apply_stream_update(
             old, cfg, peers, self.data_dir, drop_learners=drift.learners,
             still_leading=self._require_leader)
         sa = await self._commit(op)
         # only now: until the commit, reconciliation would re-create them from the
         # catalogue (see apply_stream_update)
-        await lifecycle.destroy_replicas(removed + gone)
+        await replica_actors.destroy_replicas(removed + gone)
         return sa
 
     async def _reserve_new_ids(self, old: StreamAssignment, peers: Peers) -> Peers:
@@ -386,8 +393,8 @@ class MetaMember(ReplicaShell):
         await self._commit(self.catalogue.prepare_delete_stream(name))
         events.post([events.stream_action(name, "delete")])
         for ca in sa.consumers.values():
-            await lifecycle.destroy_consumer_replicas(ca)
-        await lifecycle.destroy_stream_replicas(sa)
+            await consumer_replicas.destroy_consumer_replicas(ca)
+        await stream_replicas.destroy_stream_replicas(sa)
         return True
 
     async def stream_assignment(self, name: str) -> dict[str, Any]:
@@ -405,7 +412,7 @@ class MetaMember(ReplicaShell):
             self._require_leader()
         out = []
         for sa in sorted(self.catalogue.streams.values(), key=lambda s: s.name):
-            if subject is not None and not lifecycle.captures(sa.config, subject):
+            if subject is not None and not stream_replicas.captures(sa.config, subject):
                 continue
             out.append(assignment_dict(sa))
         return out
@@ -459,8 +466,8 @@ class MetaMember(ReplicaShell):
         accounts may capture the same subjects)."""
         await self._read()
         for sa in self.catalogue.streams.values():
-            if account_of(sa.config.name) == account and lifecycle.captures(sa.config,
-                                                                             subject):
+            if account_of(sa.config.name) == account and stream_replicas.captures(sa.config,
+                                                                                   subject):
                 return assignment_dict(sa)
         return None
 
@@ -472,7 +479,8 @@ class MetaMember(ReplicaShell):
             cfg = dataclasses.replace(cfg, name=ephemeral_name())
         sa = self.catalogue.stream(stream)
         existing = sa.consumers.get(cfg.durable_name or cfg.name)
-        peers = existing.peers if existing else lifecycle.place_consumer(sa, cfg.num_replicas)
+        peers = existing.peers if existing else consumer_replicas.place_consumer(
+            sa, cfg.num_replicas)
         in_leader = 0
         if existing is None:
             # the ephemeral consumers the stream leader runs share the names and the limit
@@ -494,23 +502,23 @@ class MetaMember(ReplicaShell):
                 want = ConsumerConfig.from_dict(op.config).num_replicas or sa.config.num_replicas
                 if want != len(existing.peers):
                     # the group changes first: a refused change leaves the catalogue as it was
-                    scaled = lifecycle.consumer_peers_for(existing, sa, want)
-                    removed = await lifecycle.scale_consumer(
+                    scaled = consumer_replicas.consumer_peers_for(existing, sa, want)
+                    removed = await consumer_replicas.scale_consumer(
                         existing, sa, scaled, self.data_dir, assignment_dict(sa),
                         still_leading=self._require_leader)
                     op = dataclasses.replace(op, peers=scaled)
             ca = await self._commit(op)
             if existing is not None:
-                await lifecycle.destroy_replicas(removed)
-                await lifecycle.update_consumer_config(ca)
+                await replica_actors.destroy_replicas(removed)
+                await consumer_replicas.update_consumer_config(ca)
             else:
                 events.post([events.consumer_action(stream, ca.name, "create")])
-        await lifecycle.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
+        await consumer_replicas.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
 
     @staticmethod
     async def _leader_consumer_names(sa: StreamAssignment) -> list[str]:
-        _, leader = await lifecycle.find_leader(sa)
+        _, leader = await stream_replicas.find_leader(sa)
         return await leader.leader_consumer_names.remote()
 
     async def _register_interest(self, sa: StreamAssignment, cfg: ConsumerConfig, *,
@@ -521,16 +529,16 @@ class MetaMember(ReplicaShell):
 
         if sa.config.retention is RetentionPolicy.LIMITS:
             return
-        _, leader = await lifecycle.find_leader(sa)
+        _, leader = await stream_replicas.find_leader(sa)
         await leader.register_consumer.remote(cfg.durable_name or cfg.name,
-                                              lifecycle.consumer_filters(cfg), 0, remove)
+                                              consumer_replicas.consumer_filters(cfg), 0, remove)
 
     async def delete_consumer(self, stream: str, name: str) -> bool:
         self._require_leader()
         ca = self.catalogue.consumer(stream, name)
         await self._commit(self.catalogue.prepare_delete_consumer(stream, name))
         events.post([events.consumer_action(stream, name, "delete")])
-        await lifecycle.destroy_consumer_replicas(ca)
+        await consumer_replicas.destroy_consumer_replicas(ca)
         sa = self.catalogue.streams.get(stream)
         if sa is not None:
             with contextlib.suppress(APIError, ray.exceptions.RayError):
@@ -572,7 +580,7 @@ class MetaMember(ReplicaShell):
             if unsettled(self.host.group) is not None:
                 continue  # its catalogue may miss committed ops (a delete): wait for them
             try:
-                running = await lifecycle.running_replicas(guest_hosts=self._guest_hosts())
+                running = await replica_collection.running_replicas(guest_hosts=self._guest_hosts())
             except ray.exceptions.RayError as err:
                 log.info("meta %s: listing replicas failed: %s", self.id, err)
                 continue
@@ -600,8 +608,8 @@ class MetaMember(ReplicaShell):
                         if stream_actor_name(sa.group, rid) not in running)
         if missing:
             with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                await lifecycle.ensure_stream_replicas(sa, self.data_dir, wait=False,
-                                                       peers=missing)
+                await stream_replicas.ensure_stream_replicas(sa, self.data_dir, wait=False,
+                                                             peers=missing)
         for consumer in list(sa.consumers):
             sa = self.catalogue.streams.get(name)
             ca = sa.consumers.get(consumer) if sa is not None else None
@@ -611,7 +619,7 @@ class MetaMember(ReplicaShell):
                             if consumer_actor_name(ca.group, rid) not in running)
             if missing:
                 with contextlib.suppress(APIError, ray.exceptions.RayError, ValueError):
-                    await lifecycle.ensure_consumer_replicas(
+                    await consumer_replicas.ensure_consumer_replicas(
                         ca, sa, self.data_dir, assignment_dict(sa), wait=False, peers=missing)
 
     async def collect_orphans(self) -> dict[str, Any]:
@@ -634,9 +642,9 @@ class MetaMember(ReplicaShell):
         if reason is not None:
             return self._skip_collection(reason)
         unanswered: list[str] = []
-        actors = lifecycle.replica_actors(
-            await lifecycle.running_replicas(unanswered=unanswered))
-        dirs = await asyncio.to_thread(lifecycle.local_group_dirs, self.data_dir)
+        actors = replica_collection.replica_actors(
+            await replica_collection.running_replicas(unanswered=unanswered))
+        dirs = await asyncio.to_thread(replica_collection.local_group_dirs, self.data_dir)
         await self._read()
         reason, term = unsettled(rgroup), rgroup.term
         if reason is not None:
@@ -644,7 +652,7 @@ class MetaMember(ReplicaShell):
         streams = {sa.group: sa for sa in self.catalogue.streams.values()}
         consumers = {ca.group: ca for sa in streams.values() for ca in sa.consumers.values()}
         doomed: list[str] = []
-        strays: dict[str, list[lifecycle.ReplicaActor]] = {}
+        strays: dict[str, list[replica_actors.ReplicaActor]] = {}
         for a in actors:
             owner = (streams if a.kind == "stream" else consumers).get(a.group)
             if owner is None:
@@ -657,7 +665,7 @@ class MetaMember(ReplicaShell):
         for group, found in strays.items():
             # a replica left out of the catalogue's peers (its removal was cut short) is
             # collected once its group no longer counts it: never one the group still has
-            members = await lifecycle.group_members(streams[group])
+            members = await stream_replicas.group_members(streams[group])
             if members is None:
                 continue
             for a in found:
@@ -675,7 +683,7 @@ class MetaMember(ReplicaShell):
         if doomed:
             log.info("meta %s: collecting %d orphan replica actors: %s", self.id, len(doomed),
                      ", ".join(sorted(doomed)))
-            await lifecycle.collect_replicas(doomed)
+            await replica_collection.collect_replicas(doomed)
         for path in gone:
             await asyncio.to_thread(shutil.rmtree, path, True)
         self.collected["runs"] += 1
@@ -712,7 +720,7 @@ def ensure_meta(data_dir: str, timeout: float = 60.0) -> list[Any]:
     asked again, but never waited on, so any majority that elects a leader is enough. A
     member found dead is created again (a dead actor's name is free)."""
     from rayjet.actors.names import META_MEMBERS, meta_member_id
-    from rayjet.actors.replica_lifecycle import actor_options, remote_class
+    from rayjet.actors.replica_actors import actor_options, remote_class
 
     members = [meta_member_id(i) for i in range(META_MEMBERS)]
     cls = remote_class(MetaMember)

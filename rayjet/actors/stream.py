@@ -100,7 +100,8 @@ def new_stream_info(config: StreamConfig, created_ns: int, group: str,
 
 
 class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
-    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.stream_replicas` runs it in an actor of its own
+    (:class:`~rayjet.actors.stream_actor.StreamReplicaActor`) or in a replica host."""
 
     DATA_PLANE_REQUESTS = STREAM_REQUESTS  # what clients may call over the data plane
 

@@ -24,6 +24,7 @@ from typing import Any
 import ray
 
 from rayjet.actors.host import ReplicaHost, registry_dir
+from rayjet.actors.host_pools import place_hosted
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.stream import StreamReplica
 
@@ -33,7 +34,7 @@ HANDOVER_TIMEOUT = 30.0  # seconds a consumer replica's move to a host may take
 
 
 class StreamReplicaActor(StreamReplica):
-    """Plain class; :mod:`rayjet.actors.replica_lifecycle` wraps it with ``ray.remote``."""
+    """Plain class; :mod:`rayjet.actors.stream_replicas` wraps it with ``ray.remote``."""
 
     def __init__(self, config: dict[str, Any], group: str, replica_id: str,
                  voters: list[str], data_dir: str, **kwargs: Any) -> None:
@@ -89,8 +90,6 @@ class StreamReplicaActor(StreamReplica):
         await super().shutdown()
 
     async def _hand_over_guests(self) -> None:
-        from rayjet.actors.replica_lifecycle import place_hosted
-
         for name in await self.guests.names():
             node = ray.get_runtime_context().get_node_id()
             spec = await self.guests.release(name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rayjet.actors.host_pools import host_index
 from rayjet.actors.names import consumer_actor_name, stream_actor_name
-from rayjet.actors.replica_lifecycle import host_index
 
 
 def test_a_groups_replicas_get_distinct_hosts_while_the_pool_allows():

@@ -1,7 +1,7 @@
 """An R1 stream moved to another node under publish load, in-process (no Ray): every
 acknowledged message is in the moved stream.
 
-Real StreamReplica objects, the real ``replica_lifecycle.apply_stream_update`` and the
+Real StreamReplica objects, the real ``stream_replicas.apply_stream_update`` and the
 real ``GroupRouter``, over a fake Ray: a named-actor registry with ``get_if_exists``,
 ``ray.kill(no_restart=True)`` that frees the name, and actor calls as asyncio tasks that,
 like Ray's, are not cancelled when the caller stops waiting.
@@ -21,7 +21,14 @@ import pytest
 import ray
 import ray.exceptions
 
-from rayjet.actors import replica_lifecycle as lc
+from rayjet.actors import (
+    consumer_replicas,
+    host_pools,
+    node_selection,
+    replica_actors,
+    replica_collection,
+    stream_replicas,
+)
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.router import stream_router
@@ -124,12 +131,16 @@ def fake_ray(monkeypatch):
     monkeypatch.setattr(ray, "get_actor", fake.get_actor)
     monkeypatch.setattr(ray, "kill", fake.kill)
     monkeypatch.setattr(ray, "get_runtime_context", lambda: _Ctx())
-    monkeypatch.setattr(lc, "remote_class", fake.remote_class)
-    monkeypatch.setattr(lc, "node_labels", lambda: {})
+    # each patched in every module that looks it up (its own, and those that import it)
+    for mod in (replica_actors, stream_replicas, host_pools):
+        monkeypatch.setattr(mod, "remote_class", fake.remote_class)
+    for mod in (node_selection, replica_actors):
+        monkeypatch.setattr(mod, "node_labels", lambda: {})
 
     async def lookup(name):
         return fake.get_actor(name)
-    monkeypatch.setattr(lc, "lookup", lookup)
+    for mod in (replica_actors, stream_replicas, consumer_replicas, replica_collection):
+        monkeypatch.setattr(mod, "lookup", lookup)
     return fake
 
 
@@ -142,7 +153,7 @@ async def _run_move(fake, tmp_path, *, reconcile_every, commit_delay):
     old = StreamAssignment(old_cfg, 1, "G1", (("r0", "c1"),), bootstrap=("r0",),
                            next_replica=1)
     catalogue = {name: old}
-    await lc.ensure_stream_replicas(old, tmp_path)
+    await stream_replicas.ensure_stream_replicas(old, tmp_path)
 
     routers: dict[str, object] = {}  # the client's cache (JetStream._routers)
     acked: dict[str, tuple[int, str]] = {}
@@ -178,7 +189,7 @@ async def _run_move(fake, tmp_path, *, reconcile_every, commit_delay):
             await asyncio.sleep(reconcile_every)
             for sa in list(catalogue.values()):
                 try:
-                    await lc.ensure_stream_replicas(sa, tmp_path, wait=False)
+                    await stream_replicas.ensure_stream_replicas(sa, tmp_path, wait=False)
                 except (APIError, ray.exceptions.RayError, ValueError):
                     pass
 
@@ -188,13 +199,13 @@ async def _run_move(fake, tmp_path, *, reconcile_every, commit_delay):
         await asyncio.sleep(0.05)
     # MetaMember.update_stream: apply the move, then commit the new peers
     new_peers = (("r1", "e1"),)
-    removed = await lc.apply_stream_update(old, new_cfg, new_peers, tmp_path)
+    removed = await stream_replicas.apply_stream_update(old, new_cfg, new_peers, tmp_path)
     assert removed == [stream_actor_name("G1", "r0")]
     assert fake.get_actor(removed[0]) is not None  # still running until the commit
     await asyncio.sleep(commit_delay)  # the meta raft commit (slow on a loaded machine)
     catalogue[name] = StreamAssignment(new_cfg, 1, "G1", new_peers, bootstrap=("r0",),
                                        next_replica=2)
-    await lc.destroy_replicas(removed)  # as MetaMember.update_stream: after the commit
+    await replica_actors.destroy_replicas(removed)  # as MetaMember.update_stream: after the commit
     routers.pop(name, None)  # JetStream.update_stream drops the cached router
     moved = len(acked)
     while len(acked) < moved + 50:
@@ -204,7 +215,7 @@ async def _run_move(fake, tmp_path, *, reconcile_every, commit_delay):
     await cancel_and_wait(rec)
 
     # assert_exactly_once: read the stream from its (catalogued) leader
-    rid, leader = await lc.find_leader(catalogue[name])
+    rid, leader = await stream_replicas.find_leader(catalogue[name])
     got = await leader.read_range.remote(1, 1 << 62, max_msgs=100_000)
     stored = {H.decode_headers(h).get(H.MSG_ID): s for s, h in zip(got["seq"], got["hdr"])}
     missing = {mid: acked[mid] for mid in acked if mid not in stored}

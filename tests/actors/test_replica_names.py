@@ -1,7 +1,7 @@
 """Replica actor names split back into kind, group and replica id (for orphan collection)."""
 
 from rayjet.actors.names import consumer_actor_name, meta_actor_name, stream_actor_name
-from rayjet.actors.replica_lifecycle import ReplicaActor, parse_replica_name
+from rayjet.actors.replica_actors import ReplicaActor, parse_replica_name
 
 
 def test_replica_names_round_trip():

@@ -17,7 +17,7 @@ CHECK = textwrap.dedent("""
     import ray
     import rayjet
     from rayjet.actors.names import NAMESPACE, host_actor_name
-    from rayjet.actors.replica_lifecycle import hosts_per_node
+    from rayjet.actors.host_pools import hosts_per_node
 
     js = rayjet.connect(data_dir=sys.argv[1], num_cpus=2)
 

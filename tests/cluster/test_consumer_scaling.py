@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from rayjet import ConsumerConfig, StorageType
-from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.names import consumer_actor_name
+from rayjet.actors.replica_collection import running_replicas
 from rayjet.api import AckPolicy
 from tests.cluster.conftest import drop_new_streams, js, stream_name  # noqa: F401
 
@@ -21,7 +21,7 @@ def _running(group):
     prefix = consumer_actor_name(group, "")
     # a generous timeout: a host busy under load answers late, and one that does not answer
     # in time contributes nothing to the listing
-    running = asyncio.run(lifecycle.running_replicas(timeout=30.0))
+    running = asyncio.run(running_replicas(timeout=30.0))
     return sorted(n for n in running if n.startswith(prefix))
 
 

@@ -10,9 +10,9 @@ import pytest
 import ray
 
 from rayjet import ConsumerConfig, StreamConfig
-from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.host import find_replica
 from rayjet.actors.names import stream_actor_name
+from rayjet.actors.replica_collection import running_replicas
 from rayjet.api import AckPolicy, DeliverPolicy, RetentionPolicy
 from rayjet.errors import (
     BadRequestError,
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
 def consumer_actors(name: str) -> list[str]:
     """Named consumer actors of consumer ``name`` (their names carry its raft group)."""
-    running = asyncio.run(lifecycle.running_replicas())  # dedicated or hosted
+    running = asyncio.run(running_replicas())  # dedicated or hosted
     return [n for n in running if n.startswith("rayjet.consumer") and f"-{name}-" in n]
 
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import ray
 
 from rayjet import ConsumerConfig, StorageType, StreamConfig
-from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.names import META_MEMBERS, NAMESPACE, meta_actor_name, meta_member_id
+from rayjet.actors.replica_collection import running_replicas
 from tests.cluster.test_faults import replica_handles, wait_replicas_equal
 from tests.waiting import wait_for
 
 
 def _live_names(prefix):
     """Replicas that run, dedicated or hosted, whose names start with ``prefix``."""
-    return sorted(n for n in asyncio.run(lifecycle.running_replicas()) if n.startswith(prefix))
+    return sorted(n for n in asyncio.run(running_replicas()) if n.startswith(prefix))
 
 
 def test_r3_r1_r3_r5_while_publishing_reuses_no_id_and_calls_no_dead_handle(js, stream_name):
@@ -121,13 +121,13 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
         """Inside the meta member: deletes commit, then their teardown never runs."""
         import asyncio
 
-        from rayjet.actors import replica_lifecycle as lifecycle
+        from rayjet.actors import consumer_replicas, stream_replicas
 
         async def never(*_args, **_kwargs):
             await asyncio.Event().wait()
 
-        lifecycle.destroy_stream_replicas = never
-        lifecycle.destroy_consumer_replicas = never
+        stream_replicas.destroy_stream_replicas = never
+        consumer_replicas.destroy_consumer_replicas = never
         return member.id
 
     leader = wait_for(_meta_leader, 60, "a meta leader", interval=0.2)
@@ -153,7 +153,7 @@ def test_delete_cut_short_by_a_meta_death_is_finished_by_reconciliation(
 
 
 def test_a_replica_outside_its_groups_peers_is_collected(js, stream_name, drop_new_streams):
-    from rayjet.actors.replica_lifecycle import create_replica
+    from rayjet.actors.stream_replicas import create_replica
     from rayjet.meta import StreamAssignment
 
     name = stream_name

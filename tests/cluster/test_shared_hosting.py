@@ -15,9 +15,11 @@ import ray
 
 import rayjet
 from rayjet import ConsumerConfig, StreamConfig
-from rayjet.actors import replica_lifecycle as lifecycle
+from rayjet.actors import stream_replicas
 from rayjet.actors.host import find_replica, hosted_names
+from rayjet.actors.host_pools import host_on
 from rayjet.actors.names import NAMESPACE
+from rayjet.actors.replica_actors import stop_replica
 from rayjet.api import AckPolicy
 from rayjet.errors import BadRequestError, InvalidConfigError
 from rayjet.meta import StreamAssignment
@@ -184,7 +186,7 @@ def _assignment(js, name: str) -> StreamAssignment:
 
 def _group_members(sa: StreamAssignment) -> tuple[set[str], set[str]]:
     async def progress():
-        _, leader = await lifecycle.find_leader(sa)
+        _, leader = await stream_replicas.find_leader(sa)
         return await leader.progress.remote()
     p = asyncio.run(progress())
     return set(p["voters"]), set(p["learners"])
@@ -202,7 +204,7 @@ def test_a_change_cut_short_is_finished_by_the_next(js, stream_name):
     (_, node), = sa.peers
     # the first steps of a change to R2 ran (replica r7 joined as a voter); its commit did not
     two = dataclasses.replace(sa.config, num_replicas=2)
-    asyncio.run(lifecycle.apply_stream_update(sa, two, (*sa.peers, ("r7", node)), data_dir))
+    asyncio.run(stream_replicas.apply_stream_update(sa, two, (*sa.peers, ("r7", node)), data_dir))
     assert _group_members(sa) == ({"r0", "r7"}, set())
     assert len(hosted_of(name)) == 2
 
@@ -214,9 +216,9 @@ def test_a_change_cut_short_is_finished_by_the_next(js, stream_name):
     assert len(hosted_of(name)) == 3
 
     # a learner left by a cut-short growth is dropped by the next change of any kind
-    extra = lifecycle.create_replica(sa, "r9", node, data_dir)
+    extra = stream_replicas.create_replica(sa, "r9", node, data_dir)
     ray.get(extra.ping.remote(), timeout=60)
-    _, leader = asyncio.run(lifecycle.find_leader(sa))
+    _, leader = asyncio.run(stream_replicas.find_leader(sa))
     ray.get(leader.change_membership.remote("learner", "r9"), timeout=30)
     assert _group_members(sa) == (peers, {"r9"})
     js.update_stream(dataclasses.replace(sa.config, description="again"))
@@ -239,7 +241,7 @@ def test_a_removal_cut_short_grows_the_group_again(js, stream_name):
     sa = _assignment(js, name)
     kept = sa.peers[:2]
     two = dataclasses.replace(sa.config, num_replicas=2)
-    removed = asyncio.run(lifecycle.apply_stream_update(sa, two, kept, data_dir))
+    removed = asyncio.run(stream_replicas.apply_stream_update(sa, two, kept, data_dir))
     assert _group_members(sa) == ({rid for rid, _ in kept}, set())
     assert len(removed) == 1 and removed[0] in hosted_of(name)  # cut short before its stop
 
@@ -294,7 +296,7 @@ def test_a_paused_host_holds_up_none_of_its_groups(js, stream_name):
 
 def test_stopping_a_replica_that_does_not_run_is_a_bad_request(js):
     with pytest.raises(BadRequestError):
-        lifecycle.stop_replica("rayjet.stream.NOSUCHGROUP-1.r0")
+        stop_replica("rayjet.stream.NOSUCHGROUP-1.r0")
 
 
 @pytest.mark.parametrize("replicas", [1, 3])
@@ -337,7 +339,7 @@ def test_a_place_that_runs_after_its_remove_starts_nothing(js, stream_name):
     group = f"{stream_name}-987654"
     name = stream_actor_name(group, "r0")
     node = ray.get_runtime_context().get_node_id()
-    _, host = lifecycle.host_on(node, name, js.data_dir, cfg)
+    _, host = host_on(node, name, js.data_dir, cfg)
     assert ray.get(host.remove.remote(name), timeout=30) is False
     args = (cfg.to_dict(), group, "r0", ["r0"], str(js.data_dir))
     with pytest.raises(NotHostedError):

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rayjet.actors import host_pools, metrics, replica_collection
 from rayjet.actors import meta as meta_mod
-from rayjet.actors import metrics
-from rayjet.actors import replica_lifecycle as lifecycle
 from rayjet.actors.meta import MetaMember
 from rayjet.actors.raft_host import META_COMPACT_ENV, meta_group_options
 from rayjet.api.account import AccountLimits
@@ -52,7 +51,7 @@ class QuietSender:
 def in_process(monkeypatch):
     monkeypatch.setattr(metrics, "_SINK", metrics.NullSink())
     monkeypatch.setattr(meta_mod, "PeerSender", QuietSender)
-    monkeypatch.setattr(lifecycle, "start_host_pool", lambda *a, **k: [])
+    monkeypatch.setattr(host_pools, "start_host_pool", lambda *a, **k: [])
     monkeypatch.setattr(meta_mod, "RECONCILE_EVERY", 3600.0)
     monkeypatch.setenv(META_COMPACT_ENV, "3")  # snapshots after 3 entries
 
@@ -142,8 +141,8 @@ def orphan(tmp_path, monkeypatch):
         listed.append("dirs")
         return [("stream", "GONE-7", path)] if path.exists() else []
 
-    monkeypatch.setattr(lifecycle, "running_replicas", running_replicas)
-    monkeypatch.setattr(lifecycle, "local_group_dirs", local_group_dirs)
+    monkeypatch.setattr(replica_collection, "running_replicas", running_replicas)
+    monkeypatch.setattr(replica_collection, "local_group_dirs", local_group_dirs)
     return path, listed
 
 
