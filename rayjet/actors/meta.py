@@ -95,6 +95,9 @@ class MetaMember(ReplicaShell):
         self._reconciler: asyncio.Task | None = None
         self._pool_started = False
         self._starting: set[asyncio.Task] = set()  # new streams' replicas, until they run
+        # new streams whose replicas are being placed (their control-store calls run in a
+        # thread beside the creation's answer): changes of the stream wait for it
+        self._placing: dict[str, asyncio.Future] = {}
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0, "skipped": 0}
@@ -266,22 +269,44 @@ class MetaMember(ReplicaShell):
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}
 
     def _start_new_stream(self, sa: StreamAssignment) -> dict[str, Any]:
-        """Answer a new stream's creation once its replicas are asked to start, without
-        waiting for them: its info is known (see new_stream_info) and the first call to
-        its leader waits for it. A replica that fails to start is logged here and started
+        """Answer a new stream's creation without waiting for its replicas: its info is
+        known (see new_stream_info) and the first call to its leader waits for it (a
+        client's router retries a replica not found yet). Placing the replicas (the host's
+        record in Ray's control store, the host lookup, the place call) runs in a thread
+        beside the answer; a change or deletion of the stream waits for it
+        (:meth:`_until_placed`). A replica that fails to start is logged here and started
         again by reconciliation. One that rests until used (on_demand.starts_on_demand) is
-        not asked: it has nothing to start (reconciliation places it again if its host
-        does not list it)."""
-        created = stream_replicas.start_stream_replicas(sa, self.data_dir, new=True)
-        if not starts_on_demand(sa.config):
-            task = asyncio.get_running_loop().create_task(
-                stream_replicas.replicas_ready(sa, created))
-            self._starting.add(task)
-            task.add_done_callback(lambda t: self._started_stream(sa, t))
+        only recorded: it has nothing to start."""
+        placing = asyncio.ensure_future(asyncio.to_thread(
+            stream_replicas.start_stream_replicas, sa, self.data_dir, new=True))
+        self._placing[sa.name] = placing
+        placing.add_done_callback(lambda done: self._placed_stream(sa, done))
         preferred = stream_replicas.preferred_replica(sa)
         info = new_stream_info(sa.config, sa.created_ns, sa.group,
                                preferred if len(sa.peers) == 1 else None)
         return {"assignment": assignment_dict(sa), "leader": preferred, "info": info}
+
+    def _placed_stream(self, sa: StreamAssignment, placing: asyncio.Future) -> None:
+        if self._placing.get(sa.name) is placing:
+            del self._placing[sa.name]
+        if placing.cancelled():
+            return
+        if placing.exception() is not None:
+            log.warning("meta %s: the replicas of new stream %s were not placed: %r",
+                        self.id, sa.name, placing.exception())
+            return
+        if not starts_on_demand(sa.config):
+            task = asyncio.get_running_loop().create_task(
+                stream_replicas.replicas_ready(sa, placing.result()))
+            self._starting.add(task)
+            task.add_done_callback(lambda t: self._started_stream(sa, t))
+
+    async def _until_placed(self, name: str) -> None:
+        """Wait for the placement of new stream ``name``'s replicas, when it still runs
+        (its outcome is logged where it ends)."""
+        placing = self._placing.get(name)
+        if placing is not None:
+            await asyncio.wait([placing])
 
     def _started_stream(self, sa: StreamAssignment, task: asyncio.Task) -> None:
         self._starting.discard(task)
@@ -323,6 +348,7 @@ class MetaMember(ReplicaShell):
         lock = self._update_locks.setdefault(name, asyncio.Lock())
         try:
             async with lock:
+                await self._until_placed(name)
                 self._require_leader()
                 return await change()
         finally:
@@ -389,6 +415,7 @@ class MetaMember(ReplicaShell):
 
     async def delete_stream(self, name: str) -> bool:
         self._require_leader()
+        await self._until_placed(name)
         sa = self.catalogue.stream(name)
         await self._commit(self.catalogue.prepare_delete_stream(name))
         events.post([events.stream_action(name, "delete")])
@@ -474,6 +501,7 @@ class MetaMember(ReplicaShell):
     # -- consumers --------------------------------------------------------------------------
     async def add_consumer(self, stream: str, config: dict[str, Any]) -> dict[str, Any]:
         self._require_leader()
+        await self._until_placed(stream)
         cfg = ConsumerConfig.from_dict(config)
         if not (cfg.durable_name or cfg.name):
             cfg = dataclasses.replace(cfg, name=ephemeral_name())
@@ -602,7 +630,8 @@ class MetaMember(ReplicaShell):
         membership is changing is left alone: a replica it just removed must not come back.
         Replicas that run are not called: a restarted one starts itself."""
         sa = self.catalogue.streams.get(name)
-        if sa is None or name in self._updating or not self.host.group.is_leader:
+        if (sa is None or name in self._updating or name in self._placing
+                or not self.host.group.is_leader):
             return
         missing = tuple((rid, node) for rid, node in sa.peers
                         if stream_actor_name(sa.group, rid) not in running)
