@@ -127,7 +127,9 @@ class ConsumersAPI:
             self._in_leader.add((stream, info.name))
             return info
         ca = self._meta_call("add_consumer", stream, cfg.to_dict(), timeout=max(self.timeout, 60))
-        return self.consumer_info(stream, ca["name"])
+        # the answer is the consumer's assignment: its replicas, asked without a second
+        # catalogue call
+        return ConsumerInfo.from_dict(_router(ca).call("info", timeout=self.timeout))
 
     def _consumer_exists(self, stream: str, name: str) -> bool:
         try:
