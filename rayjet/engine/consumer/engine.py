@@ -1,7 +1,7 @@
 """ConsumerEngine: the deterministic state machine of one consumer replica.
 
-Every replica: :meth:`ConsumerEngine.apply` committed ops (:mod:`.consumer_ops`) in log
-order to the replicated :class:`~.consumer_state.ConsumerState`; :meth:`snapshot` /
+Every replica: :meth:`ConsumerEngine.apply` committed ops (:mod:`.ops`) in log
+order to the replicated :class:`~.state.ConsumerState`; :meth:`snapshot` /
 :meth:`restore` it. Only the leader decides: which messages go out next (redeliveries first,
 then new messages in stream order), what an ack/nak/term/in-progress changes, when ack waits
 expire. Each decision returns the ops to propose and is applied at once to the leader's
@@ -35,9 +35,9 @@ from rayjet.api.enums import (
 )
 from rayjet.api.info import PriorityGroupState
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
-from rayjet.engine import consumer_waiting as W
-from rayjet.engine.consumer_acks import AckDecisions
-from rayjet.engine.consumer_ops import (
+from rayjet.engine.consumer import waiting as W
+from rayjet.engine.consumer.acks import AckDecisions
+from rayjet.engine.consumer.ops import (
     AckOp,
     ConsumerOp,
     DeliveredOp,
@@ -45,8 +45,8 @@ from rayjet.engine.consumer_ops import (
     RestoreStateOp,
     StartOp,
 )
-from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer.state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
+from rayjet.engine.consumer.types import (
     GROUP_PINNED,
     GROUP_PINNED_TYPE,
     GROUP_UNPINNED,
@@ -65,7 +65,7 @@ from rayjet.engine.consumer_types import (
     PullRequest,
     RequestStatus,
 )
-from rayjet.engine.consumer_util import (
+from rayjet.engine.consumer.util import (
     dt,
     go_duration,
     headers_only,
@@ -937,4 +937,4 @@ class ConsumerEngine(AckDecisions):
             priority_groups=groups)
 
 
-__all__ = ["ConsumerEngine", "go_duration", "headers_only", "parse_sample_freq"]
+__all__ = ["ConsumerEngine"]
