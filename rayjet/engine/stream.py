@@ -501,7 +501,7 @@ class StreamEngine(MessageAdmission, ColumnarPublish, StreamUpkeep):
         return res
 
     @property
-    def proposer_id(self) -> str:
+    def proposer_id(self) -> int:
         """This leadership's id, carried by the ops it proposes (see :meth:`reject_stale`)."""
         return self._pid
 
