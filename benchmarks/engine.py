@@ -149,10 +149,10 @@ def bench_consumer(n: int, fetch: int = 500) -> dict[str, float]:
     answered from a read-ahead window as the actor offers it): us/msg of the decision, the
     raft entry's encoding, the columns the client gets, and the acks."""
     from rayjet.api import ConsumerConfig
-    from rayjet.engine.consumer import ConsumerEngine
-    from rayjet.engine.consumer_reader import ReadAhead, StoreReader
-    from rayjet.engine.consumer_types import PullRequest
-    from rayjet.engine.delivery_batch import DeliveryBatch
+    from rayjet.engine.consumer.delivery_batch import DeliveryBatch
+    from rayjet.engine.consumer.engine import ConsumerEngine
+    from rayjet.engine.consumer.reader import ReadAhead, StoreReader
+    from rayjet.engine.consumer.types import PullRequest
     from rayjet.replication.consumer_machine import encode_entry
 
     cfg, store, clock = new_store("memory", "", "consumer")

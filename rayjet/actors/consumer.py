@@ -41,16 +41,16 @@ from rayjet.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConfi
 from rayjet.api.info import ClusterInfo
 from rayjet.clock import SYSTEM_CLOCK
 from rayjet.engine.ack_sync import AckOutbox
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_reader import ReadAhead
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch, expand_ranges
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.reader import ReadAhead
+from rayjet.engine.consumer.types import (
     Batch,
     Delivery,
     DeliveryRun,
     PullRequest,
     RequestStatus,
 )
-from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges
 from rayjet.errors import (
     APIError,
     NotLeaderError,
@@ -602,7 +602,7 @@ class ConsumerReplica(ReplicaShell, StreamReads, GroupMembershipCalls):
                   timeout: float = 5.0, ranges: Any = ()) -> list[bool]:
         """Apply acks: (kind, stream seq, arg) with kind ack|nak|progress|term, and plain
         acks of every stream seq in ``ranges`` (see
-        :func:`rayjet.engine.delivery_batch.seq_ranges`)."""
+        :func:`rayjet.engine.consumer.delivery_batch.seq_ranges`)."""
         self._require_leader()
         self._timer_wake.set()
         ops, oks = self._answer_ops(acks, ranges)

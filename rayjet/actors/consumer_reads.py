@@ -1,6 +1,6 @@
 """How a consumer replica reads its stream: from the stream's leader, ahead of its decisions.
 
-The consumer engine reads messages through a :class:`~rayjet.engine.consumer_reader.ReadAhead`.
+The consumer engine reads messages through a :class:`~rayjet.engine.consumer.reader.ReadAhead`.
 Before each delivery decision the replica awaits what the decision reads (one call to the
 stream's leader, or none when that leader runs in this process), so the decision itself does
 not block the event loop. What was not fetched ahead goes through
@@ -16,7 +16,7 @@ from typing import Any
 
 from rayjet.actors import in_process
 from rayjet.actors.router import GroupRouter
-from rayjet.engine.consumer_reader import Window
+from rayjet.engine.consumer.reader import Window
 from rayjet.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)

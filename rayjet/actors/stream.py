@@ -39,7 +39,7 @@ from rayjet.api.account import NO_LIMITS, AccountLimits
 from rayjet.engine import ApplyResult, direct_get, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.columnar import message_columns
-from rayjet.engine.consumer_reader import StoreReader
+from rayjet.engine.consumer.reader import StoreReader
 from rayjet.engine.outbox import Outbox
 from rayjet.errors import (
     APIError,

@@ -45,7 +45,7 @@ from rayjet.api import enums
 from rayjet.api.base import Wire
 from rayjet.api.info import PubAck
 from rayjet.dataplane import ValueCodec
-from rayjet.engine.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch
 from rayjet.errors import APIError
 from rayjet.errors.documents import from_document, to_document
 

@@ -22,8 +22,8 @@ from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, S
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
 from rayjet.client.messages import AckSender, Msg, MsgBatch, ack_all
-from rayjet.engine.consumer_waiting import CONSUMER_DELETED
-from rayjet.engine.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.waiting import CONSUMER_DELETED
 from rayjet.errors import (
     APIError,
     BadRequestError,

@@ -14,7 +14,7 @@ from ray.exceptions import RayError
 from rayjet.actors.router import GroupRouter
 from rayjet.api import headers as H
 from rayjet.api.metadata import MsgMetadata, SequencePair
-from rayjet.engine.delivery_batch import DeliveryBatch, expand_ranges, seq_ranges
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch, expand_ranges, seq_ranges
 from rayjet.errors import BadRequestError, ServiceUnavailableError
 
 ACK_FLUSH_EVERY = 0.01  # seconds an answer may wait to travel with others (or a fetch)
@@ -309,7 +309,7 @@ class MsgBatch(Sequence[Msg]):
         return self.batch.lists()[3]
 
     def to_arrow(self) -> pa.RecordBatch:
-        """The messages as rows (see :data:`rayjet.engine.delivery_batch.ARROW_SCHEMA`)."""
+        """The messages as rows (see :data:`rayjet.engine.consumer.delivery_batch.ARROW_SCHEMA`)."""
         return self.batch.to_arrow()
 
     def ack(self) -> None:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rayjet.api.headers import append_header
-from rayjet.engine.consumer_reader import StoreReader
+from rayjet.engine.consumer.reader import StoreReader
 from rayjet.errors import APIError
 
 MAX_MULTI = 1024  # subjects a multi_last request may match at most

@@ -10,25 +10,36 @@ consumers may have come in between. A new leader goes on from the replicated pos
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rayjet.engine.ops import SweepOp
 from rayjet.engine.results import ApplyResult
+from rayjet.engine.retention import Interest
 from rayjet.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from rayjet.engine.stream import StreamEngine
+from rayjet.storage.protocol import StreamStore
 
 SWEEP_SCAN = 8192  # messages one step looks at
 
 
-def begin_sweep(engine: StreamEngine) -> None:
+class SweptStream(Protocol):
+    """What a sweep uses of a stream engine (:class:`~.stream.StreamEngine`);
+    named here so this module need not import the engine that calls it."""
+
+    store: StreamStore
+    interest: Interest
+    sweep_from: int  # replicated: where the pending sweep goes on (0: none pending)
+
+    @property
+    def last_seq(self) -> int: ...
+
+
+def begin_sweep(engine: SweptStream) -> None:
     """A consumer went away (in apply): everything from the first message is to be checked."""
     first = max(engine.store.fast_state().first_seq, 1)
     engine.sweep_from = min(engine.sweep_from, first) if engine.sweep_from else first
 
 
-def prepare_sweep(engine: StreamEngine, limit: int = SWEEP_SCAN) -> SweepOp | None:
+def prepare_sweep(engine: SweptStream, limit: int = SWEEP_SCAN) -> SweepOp | None:
     """The next step of the pending sweep (leader, outside apply), or None when none is."""
     start = engine.sweep_from
     if not start:
@@ -51,7 +62,7 @@ def prepare_sweep(engine: StreamEngine, limit: int = SWEEP_SCAN) -> SweepOp | No
     return SweepOp(start, max(upto, start), tuple(seqs))
 
 
-def apply_sweep(engine: StreamEngine, op: SweepOp) -> ApplyResult:
+def apply_sweep(engine: SweptStream, op: SweepOp) -> ApplyResult:
     """Remove the step's messages that are still unneeded; move the sweep on (unless another
     removal started it again meanwhile)."""
     store, interest, removed = engine.store, engine.interest, 0

@@ -11,16 +11,39 @@ anyone else during the restore makes the next op fail instead of mixing the two.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from rayjet.api import StreamConfig
 from rayjet.api import headers as H
 from rayjet.engine import checks as C
 from rayjet.engine.ops import MsgOp, RestoreOp
+from rayjet.engine.pending import Pending
 from rayjet.engine.results import ApplyResult
+from rayjet.engine.sourcing import SourcePositions
 from rayjet.errors import APIError, error_for
+from rayjet.storage.protocol import StreamStore
 
-if TYPE_CHECKING:
-    from rayjet.engine.stream import StreamEngine
+
+class RestoredStream(Protocol):
+    """What a restore uses of a stream engine (:class:`~.stream.StreamEngine`);
+    named here so this module need not import the engine that calls it."""
+
+    name: str
+    config: StreamConfig
+    store: StreamStore
+    pending: Pending
+    sources: SourcePositions
+
+    @property
+    def last_seq(self) -> int: ...
+
+    def require_leader(self) -> None: ...
+
+    def skip_to(self, last: int) -> None: ...
+
+    def apply_copied_run(self, msgs: list[MsgOp]) -> int: ...
+
+    def follow_applied(self) -> None: ...
 
 
 def _ttl_and_id(hdr: bytes, ttl_ok: bool) -> tuple[int, str]:
@@ -36,7 +59,7 @@ def _ttl_and_id(hdr: bytes, ttl_ok: bool) -> tuple[int, str]:
     return ttl, h.get(H.MSG_ID, "")
 
 
-def prepare_restore(engine: StreamEngine, after: int, cols: dict[str, Sequence[Any]], *,
+def prepare_restore(engine: RestoredStream, after: int, cols: dict[str, Sequence[Any]], *,
                     first: int = 0, last: int = 0,
                     sources: Sequence[Sequence[Any]] = ()) -> RestoreOp:
     """The op storing ``cols`` (backup columns seq, ts, subject, hdr, data) after ``after``.
@@ -57,7 +80,7 @@ def prepare_restore(engine: StreamEngine, after: int, cols: dict[str, Sequence[A
     return RestoreOp(after, tuple(msgs), first, last, tuple(tuple(p) for p in sources))
 
 
-def apply_restore(engine: StreamEngine, op: RestoreOp) -> ApplyResult:
+def apply_restore(engine: RestoredStream, op: RestoreOp) -> ApplyResult:
     if engine.last_seq != op.after:
         err = error_for("STREAM_RESTORE", err=f"the stream is at sequence {engine.last_seq}, "
                         f"the restore expected {op.after}: someone else wrote to it")

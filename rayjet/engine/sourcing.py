@@ -22,18 +22,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rayjet.api import PubAck, StreamConfig, StreamSource
 from rayjet.api import headers as H
 from rayjet.engine import checks as C
+from rayjet.engine.admission import Admitted
+from rayjet.engine.batch import Staged
 from rayjet.engine.ops import BatchOp, MsgOp, SourceOp
 from rayjet.engine.results import ApplyResult
 from rayjet.errors import APIError, DuplicateInProcessError, error_for
 from rayjet.subjects import SubjectTransform
-
-if TYPE_CHECKING:
-    from rayjet.engine.stream import StreamEngine
 
 FWC = ">"
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -149,6 +148,33 @@ class SourcePositions:
         return out
 
 
+class SourcedStream(Protocol):
+    """What copying from origins uses of a stream engine (:class:`~.stream.StreamEngine`);
+    named here so this module need not import the engine that calls it."""
+
+    name: str
+    config: StreamConfig
+    sources: SourcePositions
+
+    @property
+    def proposer_id(self) -> int: ...
+
+    def require_leader(self) -> None: ...
+
+    def admit(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
+              stage: Staged | None, sourced: bool = False) -> Admitted | PubAck: ...
+
+    def assign(self, a: Admitted) -> MsgOp: ...
+
+    def reject_stale(self, op: Any) -> ApplyResult: ...
+
+    def apply_atomic(self, op: BatchOp) -> ApplyResult: ...
+
+    def apply_copied(self, m: MsgOp) -> ApplyResult | None: ...
+
+    def follow_applied(self) -> None: ...
+
+
 def source_header(origin: Origin, seq: int, subject: str, ident: str) -> str:
     """The ``Nats-Stream-Source`` value of origin message ``seq`` on ``subject``."""
     _name, flt, dest = origin.key.split(" ", 2)
@@ -178,7 +204,7 @@ def _sourced_headers(origin: Origin, seq: int, subject: str, hdr: bytes, ident: 
 
 
 # -- leader ----------------------------------------------------------------------------------
-def prepare_mirror(engine: StreamEngine, origin: Origin, start: int, upto: int, ident: str,
+def prepare_mirror(engine: SourcedStream, origin: Origin, start: int, upto: int, ident: str,
                    msgs: Sequence[OriginMsg]) -> SourceOp:
     """The op copying ``msgs`` (origin messages after ``start``) into a mirror."""
     engine.require_leader()
@@ -200,7 +226,7 @@ def prepare_mirror(engine: StreamEngine, origin: Origin, start: int, upto: int, 
     return SourceOp(origin.key, start, max(upto, start), ident, tuple(out), True)
 
 
-def prepare_sources(engine: StreamEngine, origin: Origin, start: int, upto: int, ident: str,
+def prepare_sources(engine: SourcedStream, origin: Origin, start: int, upto: int, ident: str,
                     msgs: Sequence[OriginMsg]) -> tuple[SourceOp | None, APIError | None]:
     """The op storing ``msgs`` (origin messages after ``start``) as new messages of a
     sourcing stream. A message the stream refuses (limits, size...) ends the op before it:
@@ -243,7 +269,7 @@ def reset_op(origin: Origin, start: int, ident: str) -> SourceOp:
 
 
 # -- every replica ---------------------------------------------------------------------------
-def apply_source(engine: StreamEngine, op: SourceOp) -> ApplyResult:
+def apply_source(engine: SourcedStream, op: SourceOp) -> ApplyResult:
     pos = engine.sources
     if pos.position(op.key) != op.start:
         if op.msgs and not op.mirror:
@@ -265,7 +291,7 @@ def apply_source(engine: StreamEngine, op: SourceOp) -> ApplyResult:
     return res
 
 
-def _apply_mirror(engine: StreamEngine, op: SourceOp) -> ApplyResult:
+def _apply_mirror(engine: SourcedStream, op: SourceOp) -> ApplyResult:
     stored: list[int] = []
     republish = []
     for m in op.msgs:

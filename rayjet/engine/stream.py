@@ -5,33 +5,34 @@ flight, fix the sequence and timestamp, and return an Op to propose (or a duplic
 or raise the typed NATS error). Every replica: ``apply``/``apply_batch`` committed ops in log
 order. An op whose seq is not ``last_seq + 1`` (proposed on a stale state) is skipped the
 same way everywhere, and so is every later op of the same proposer, whose checks assumed it.
+
+The leader's checks of published messages are :class:`~.admission.MessageAdmission` (and
+:class:`~.columnar.ColumnarPublish` for batches given as columns), its upkeep between
+requests (expiry, delete markers, fired schedules) :class:`~.upkeep.StreamUpkeep`; both are
+mixed in here. Mirrors and sources (:mod:`.sourcing`), interest sweeps (:mod:`.interest_sweep`)
+and restores (:mod:`.restore`) are functions of the engine's parts, called from ``apply``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from operator import attrgetter
-from typing import NamedTuple
 
 import msgpack
 
-from rayjet.api import PubAck, StreamConfig
-from rayjet.api import headers as H
-from rayjet.api.enums import DiscardPolicy, RetentionPolicy
+from rayjet.api import StreamConfig
+from rayjet.api.enums import RetentionPolicy
 from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
-from rayjet.engine import checks as C
 from rayjet.engine import schedules as S
 from rayjet.engine.ack_sync import AckSummary, sync_seqs
-from rayjet.engine.batch import Staged, check_batch_id, check_batch_size
+from rayjet.engine.admission import MessageAdmission
 from rayjet.engine.columnar import ColumnarPublish
-from rayjet.engine.counters import ack_value, counter_payload, counter_value
+from rayjet.engine.counters import ack_value
 from rayjet.engine.dedup import DedupTable
 from rayjet.engine.interest_sweep import SWEEP_SCAN, apply_sweep, begin_sweep, prepare_sweep
 from rayjet.engine.ops import (
     F_COUNTER,
-    F_MARKER,
     F_NO_INTEREST,
     F_ROLLUP_ALL,
     F_ROLLUP_SUB,
@@ -53,76 +54,25 @@ from rayjet.engine.ops import (
 from rayjet.engine.pending import Pending
 from rayjet.engine.recovery import recover_from_store
 from rayjet.engine.restore import apply_restore
-from rayjet.engine.results import ApplyResult, ExpireResult, Republish
+from rayjet.engine.results import ApplyResult, Republish
 from rayjet.engine.retention import Interest
 from rayjet.engine.sourcing import SourcePositions, apply_source
 from rayjet.engine.storeconf import updated_store_config
-from rayjet.errors import (
-    APIError,
-    DuplicateInProcessError,
-    ExpectedStreamMismatchError,
-    MessageTooBigError,
-    NotFoundError,
-    NotLeaderError,
-    StreamSealedError,
-    SubjectNotCapturedError,
-    WrongLastMsgIdError,
-    WrongLastSequenceError,
-    error_for,
-)
-from rayjet.storage import limits as L
-from rayjet.storage.record import record_size
-from rayjet.subjects import (
-    SubjectTransform,
-    matches_any,
-    subject_matches,
-    validate_stored_subject,
-)
+from rayjet.engine.upkeep import StreamUpkeep
+from rayjet.errors import APIError, NotFoundError, NotLeaderError, StreamSealedError, error_for
+from rayjet.subjects import SubjectTransform
 
 _SNAP_VERSION = 1
-
-
-class Admitted(NamedTuple):
-    """A message the leader accepted (:meth:`StreamEngine.admit`), before it has a sequence
-    and a timestamp (:meth:`StreamEngine.assign`)."""
-
-    subject: str
-    hdr: bytes
-    data: bytes
-    ttl: int
-    msg_id: str
-    flags: int
-    sched: int
-    scheduler: str
-    size: int
-    counter: int | None
-    sched_next: int
-
-
-# builds an Admitted from a tuple without NamedTuple's argument handling (once per message)
-_admitted = functools.partial(tuple.__new__, Admitted)
-_SUBJECT_CACHE = 4096
+# a message with one of these flags is applied on its own, never in a run of plain ones
 _RUN_FLAGS = F_ROLLUP_SUB | F_ROLLUP_ALL | F_NO_INTEREST
 # a MsgOp as a store_raw_batch item: (subject, hdr, data, seq, ts, ttl)
 _RAW_FIELDS = attrgetter("subject", "hdr", "data", "seq", "ts", "ttl")
 _SCHED = attrgetter("sched")
 _FLAGS = attrgetter("flags")
-
-
-def _encode(h: Mapping[str, str]) -> bytes:
-    if not h:
-        return b""
-    block = "NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-    out = block.encode()
-    if len(out) > H.MAX_HEADER_BYTES:
-        raise error_for("STREAM_HEADER_TOO_BIG")
-    return out
-
-
 SYNC_SCAN = 16_384  # messages one reconciliation step looks at
 
 
-class StreamEngine(ColumnarPublish):
+class StreamEngine(MessageAdmission, ColumnarPublish, StreamUpkeep):
     def __init__(self, config: StreamConfig, store, clock: Clock = SYSTEM_CLOCK, *,
                  rebuild: bool = True) -> None:
         self.store = store
@@ -207,241 +157,6 @@ class StreamEngine(ColumnarPublish):
     def require_leader(self) -> None:
         if not self._leader:
             raise NotLeaderError(group=self.name)
-
-    # -- publish -------------------------------------------------------------------------------
-    def _headers(self, headers) -> tuple[bytes, dict[str, str] | None]:
-        if not headers:
-            return b"", None
-        if isinstance(headers, bytes | bytearray | memoryview):
-            hdr = bytes(headers)
-            if len(hdr) > H.MAX_HEADER_BYTES:
-                raise error_for("STREAM_HEADER_TOO_BIG")
-            return hdr, H.decode_headers(hdr)
-        h = H.validate_headers(headers)
-        return _encode(h), h
-
-    def _subject(self, subject: str) -> str:
-        """The stored subject of a publish to ``subject`` (ingest transform applied)."""
-        out = self._subject_cache.get(subject)
-        if out is not None:
-            return out
-        # the client refuses wildcard tokens unless told to store them (see publish_batch)
-        validate_stored_subject(subject)
-        if not matches_any(subject, self._subjects):
-            raise SubjectNotCapturedError(
-                f"subject {subject!r} is not captured by stream {self.name!r} "
-                f"(subjects: {', '.join(self._subjects)})")
-        out = subject
-        if self._transform is not None:
-            out = self._transform.match(subject) or subject
-        if len(self._subject_cache) >= _SUBJECT_CACHE:
-            self._subject_cache.clear()
-        self._subject_cache[subject] = out
-        return out
-
-    def _sourced_subject(self, subject: str) -> str:
-        """The stored subject of a sourced message (ingest transform applied)."""
-        if self._transform is not None:
-            return self._transform.match(subject) or subject
-        return subject
-
-    def _refuse_writes(self) -> None:
-        if self.config.sealed:
-            raise StreamSealedError()
-        if self.config.mirror is not None:
-            raise error_for("MIRROR_DIRECT_PUBLISH")
-
-    def prepare_publish(self, subject: str, data: bytes = b"",
-                        headers: Mapping[str, str] | bytes | None = None) -> MsgOp | PubAck:
-        """The op storing one published message, or the PubAck of the stored duplicate."""
-        self.require_leader()
-        self._refuse_writes()
-        hdr, h = self._headers(headers)
-        out = self.admit(subject, data or b"", hdr, h, None)
-        if isinstance(out, PubAck):
-            return out
-        return self.assign(out)
-
-    def prepare_batch(self, msgs: Iterable, batch_id: str = "") -> BatchOp:
-        """One op storing all of ``msgs`` ((subject, data[, headers]) items) or none."""
-        self.require_leader()
-        self._refuse_writes()
-        if not self.config.allow_atomic_publish:
-            raise error_for("ATOMIC_PUBLISH_DISABLED")
-        if batch_id:
-            check_batch_id(batch_id)
-        items = list(msgs)
-        check_batch_size(len(items))
-        stage = Staged()
-        checked = []
-        for item in items:
-            subject, data = item[0], item[1] or b""
-            hdr, h = self._headers(item[2] if len(item) > 2 else None)
-            if h and H.EXPECTED_LAST_MSG_ID in h:
-                raise error_for("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=H.EXPECTED_LAST_MSG_ID)
-            c = self.admit(subject, data, hdr, h, stage)
-            stage.add(c.subject, c.size, c.msg_id, c.counter)
-            checked.append(c)
-        return BatchOp(batch_id, tuple(self.assign(c) for c in checked), self._pid)
-
-    def admit(self, subject: str, data: bytes, hdr: bytes, h: dict[str, str] | None,
-              stage: Staged | None, sourced: bool = False) -> Admitted | PubAck:
-        """Leader: every refusal of one message (raised as its typed error); the admitted
-        message, or the PubAck of the stored duplicate. ``sourced``: copied from an origin
-        stream (need not match the stream's subjects)."""
-        cfg = self.config
-        subject = self._sourced_subject(subject) if sourced else self._subject(subject)
-        if self._max_size and len(hdr) + len(data) > self._max_size:
-            raise MessageTooBigError()
-        pending = self.pending
-        ttl, msg_id, flags, sched, scheduler, sched_next, counter = 0, "", 0, 0, "", 0, None
-        dirty = False
-        if h:
-            incr = C.check_incr(h, data, cfg.allow_msg_counter)
-            expected = h.get(H.EXPECTED_STREAM)
-            if expected and expected != self.name:
-                raise ExpectedStreamMismatchError()
-            ttl = C.check_ttl(h, cfg.allow_msg_ttl)
-            msg_id = h.get(H.MSG_ID, "")
-            if msg_id and self._window_ns:
-                if stage is not None and msg_id in stage.ids:
-                    raise error_for("ATOMIC_PUBLISH_DUPLICATE")
-                seq = self.dedup.get(msg_id, self.clock.now_ns(), self._window_ns)
-                if seq:
-                    if stage is not None:
-                        raise error_for("ATOMIC_PUBLISH_DUPLICATE")
-                    return PubAck(stream=self.name, seq=seq, duplicate=True)
-                if msg_id in pending.ids:
-                    raise DuplicateInProcessError()
-            if h.get(H.STREAM_SOURCE) and not sourced:
-                raise error_for("MESSAGE_SOURCE_HDR_NOT_ALLOWED")
-        else:
-            incr = None
-        if incr is None and cfg.allow_msg_counter:
-            raise error_for("MESSAGE_INCR_MISSING")
-        if incr is not None:
-            counter = self._counter_base(subject, stage) + incr
-            data = counter_payload(counter)
-            flags |= F_COUNTER
-            if self._max_size and len(hdr) + len(data) > self._max_size:
-                raise MessageTooBigError()
-        if h:
-            self._check_expected(h, subject, stage)
-            sched = C.check_schedule(h, subject, self._subjects, cfg.allow_msg_schedules,
-                                     cfg.allow_msg_ttl, self.clock.now_ns())
-            dirty = bool(sched)
-            scheduler = C.check_scheduler(h, subject, cfg.allow_msg_schedules,
-                                          self._is_schedule_subject)
-            if scheduler:
-                sched_next = SCHED_PURGE
-            flags |= C.rollup_flags(h, cfg.allow_rollup_hdrs, cfg.deny_purge)
-            if flags & (F_ROLLUP_SUB | F_ROLLUP_ALL) and stage is not None:
-                if flags & F_ROLLUP_ALL and not stage.first:
-                    raise error_for("STREAM_ROLLUP_FAILED", "batch rollup all invalid")
-                if flags & F_ROLLUP_SUB and subject in stage.subjects:
-                    raise error_for("STREAM_ROLLUP_FAILED", "batch rollup sub invalid")
-            last_id = h.get(H.EXPECTED_LAST_MSG_ID)
-            if last_id and last_id != pending.last_msg_id:
-                raise WrongLastMsgIdError(id=pending.last_msg_id)
-            if ttl > 0 and self._sdm_ttl and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl:
-                # a marker must outlive the messages it stands for
-                ttl = self._sdm_ttl
-                h[H.TTL] = str(ttl)
-                dirty = True
-            if dirty:
-                hdr = _encode(h)
-        size = record_size(len(subject.encode()), len(hdr), len(data))
-        if cfg.discard is DiscardPolicy.NEW:
-            self._check_discard_new(subject, size, flags, stage)
-        if self._interest_ret and not self.interest.has_interest(subject):
-            flags |= F_NO_INTEREST
-        return _admitted((subject, hdr, data, ttl, msg_id, flags, sched, scheduler, size,
-                          counter, sched_next))
-
-    def assign(self, a: Admitted) -> MsgOp:
-        """Leader: the op storing an admitted message at the next sequence and timestamp."""
-        pending = self.pending
-        seq = pending.next_seq
-        pending.next_seq = seq + 1
-        ts = self.clock.now_ns()
-        if ts <= pending.last_ts:
-            ts = pending.last_ts  # never let time run backwards inside the stream
-        pending.last_ts = ts
-        pending.add(seq, a.subject, a.size, a.msg_id, a.counter, bool(a.sched))
-        return MsgOp(seq, ts, a.subject, a.hdr, a.data, a.ttl, a.msg_id, a.flags, a.sched,
-                     a.scheduler, a.sched_next, self._pid)
-
-    def _counter_base(self, subject: str, stage: Staged | None) -> int:
-        if stage is not None and subject in stage.counters:
-            return stage.counters[subject]
-        sp = self.pending.subjects.get(subject)
-        if sp is not None and sp.counter is not None:
-            return sp.counter
-        try:
-            last = self.store.load_last_msg(subject)
-        except NotFoundError:
-            return 0
-        return counter_value(last.data)
-
-    def _check_expected(self, h: dict[str, str], subject: str, stage: Staged | None) -> None:
-        pending = self.pending
-        seq = C.int_header(h, H.EXPECTED_LAST_SEQ)
-        if seq is not None:
-            if stage is not None and not stage.first:
-                raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-            if seq != pending.next_seq - 1:
-                raise WrongLastSequenceError(seq=pending.next_seq - 1)
-        seq = C.int_header(h, H.EXPECTED_LAST_SUBJECT_SEQ)
-        override = h.get(H.EXPECTED_LAST_SUBJECT_SEQ_SUBJECT, "")
-        if seq is None:
-            if override:
-                raise error_for("STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID")
-            return
-        target = override or subject
-        if stage is not None and any(subject_matches(s, target) for s in stage.subjects):
-            raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-        sp = pending.subjects.get(target)
-        if sp is not None:
-            last = sp.last_seq  # pipelined: the last proposal on the subject
-        elif override and any(subject_matches(s, target) for s in pending.subjects):
-            raise error_for("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-        else:
-            last = self.store.last_seq_for_subject(target)
-        if last != seq:
-            raise WrongLastSequenceError(seq=last)
-
-    def _check_discard_new(self, subject: str, size: int, flags: int,
-                           stage: Staged | None) -> None:
-        cfg, pending = self.config, self.pending
-        staged_msgs = stage.msgs if stage is not None else 0
-        staged_bytes = stage.bytes if stage is not None else 0
-        if cfg.max_msgs > 0 or cfg.max_bytes > 0:
-            st = self.store.fast_state()
-            if cfg.max_msgs > 0 and st.msgs + pending.msgs + staged_msgs + 1 > cfg.max_msgs:
-                raise L.limit_error(L.MAX_MSGS)
-            if cfg.max_bytes > 0 and st.bytes + pending.bytes + staged_bytes + size > cfg.max_bytes:
-                raise L.limit_error(L.MAX_BYTES)
-        per = cfg.max_msgs_per_subject
-        if cfg.discard_new_per_subject and per > 0 and not flags & (F_ROLLUP_SUB | F_ROLLUP_ALL):
-            count = self.store.subjects_totals(subject).get(subject, 0)
-            sp = pending.subjects.get(subject)
-            count += sp.ops if sp is not None else 0
-            count += stage.subjects.get(subject, 0) if stage is not None else 0
-            if count + 1 > per:
-                raise L.limit_error(L.MAX_MSGS_PER_SUBJECT)
-
-    def _is_schedule_subject(self, subject: str) -> bool:
-        """Whether ``subject`` holds a schedule (or nothing): Nats-Schedule-Next purge targets."""
-        sp = self.pending.subjects.get(subject)
-        if sp is not None:
-            return sp.schedule
-        if subject in self.schedules.by_subject:
-            return True
-        try:
-            last = self.store.load_last_msg(subject)
-        except NotFoundError:
-            return True
-        return bool(last.hdr) and L.header_value(last.hdr, S.SCHEDULE) is not None
 
     # -- other requests ------------------------------------------------------------------------
     def prepare_purge(self, subject: str | None = None, seq: int | None = None,
@@ -786,7 +501,7 @@ class StreamEngine(ColumnarPublish):
         return res
 
     @property
-    def proposer_id(self) -> str:
+    def proposer_id(self) -> int:
         """This leadership's id, carried by the ops it proposes (see :meth:`reject_stale`)."""
         return self._pid
 
@@ -935,89 +650,6 @@ class StreamEngine(ColumnarPublish):
         except APIError as err:
             return ApplyResult(op, ok=False, error=err)
         return ApplyResult(op, value=True)
-
-    # -- upkeep ----------------------------------------------------------------------------------
-    def _on_marker(self, subject: str, hdr: bytes) -> None:
-        self._markers.append((subject, hdr))
-
-    def expire(self, now: int | None = None) -> ExpireResult:
-        """Local upkeep with this replica's clock: max_age/TTL removal (the store), dedup
-        window pruning. On the leader the subject delete markers to propose come back as ops."""
-        now = self.clock.now_ns() if now is None else now
-        res = ExpireResult(removed=self.store.expire(now))
-        if self._window_ns:
-            res.pruned_ids = self.dedup.prune(now, self._window_ns)
-        markers, self._markers = self._markers, []
-        if self._leader:
-            for subject, hdr in markers:
-                if subject in self.pending.subjects:
-                    continue
-                if self.store.last_seq_for_subject(subject):
-                    continue  # a newer message arrived meanwhile
-                size = record_size(len(subject.encode()), len(hdr), 0)
-                res.ops.append(self.assign(Admitted(subject, hdr, b"", self._sdm_ttl, "",
-                                                    F_MARKER, 0, "", size, None, 0)))
-        return res
-
-    def next_upkeep_ns(self) -> int | None:
-        """When :meth:`expire` (and on the leader :meth:`due`) next has work to do: the
-        earliest max_age or TTL expiry, msg id leaving the duplicate window, or schedule
-        firing; at once for delete markers waiting to be proposed. None: nothing is due
-        until something is stored, so an idle replica needs no timer."""
-        if self._markers:
-            return 0
-        due = [t for t in (self.store.next_expiry_ns(),
-                           self.schedules.next_due() if self._leader else 0) if t]
-        if self._window_ns and (oldest := self.dedup.oldest_ts()) is not None:
-            due.append(oldest + self._window_ns + 1)  # kept while ts >= now - window
-        return min(due, default=None)
-
-    def due(self, now: int | None = None) -> list[MsgOp]:
-        """Leader: the ops publishing every schedule due at ``now`` to its target."""
-        self.require_leader()
-        now = self.clock.now_ns() if now is None else now
-        out: list[MsgOp] = []
-        sch = self.schedules
-        for subject, seq, fire in sch.due(now):
-            try:
-                msg = self.store.load_msg(seq)
-            except NotFoundError:
-                sch.remove(subject)
-                continue
-            h = H.decode_headers(msg.hdr)
-            parsed = S.stored_schedule(h.get(S.SCHEDULE), h.get(S.SCHEDULE_TIME_ZONE), msg.ts)
-            target = h.get(S.SCHEDULE_TARGET, "")
-            nxt = parsed.after(fire, now) if parsed is not None and parsed.repeats \
-                else SCHED_PURGE
-            if parsed is None or not target or nxt is None:
-                sch.remove(subject)
-                continue
-            data = msg.data
-            source = h.get(S.SCHEDULE_SOURCE, "")
-            if source:
-                try:
-                    src = self.store.load_last_msg(source)
-                    data, h = src.data, {**H.decode_headers(src.hdr), **{
-                        k: v for k, v in h.items() if k.startswith("Nats-Schedule")}}
-                except NotFoundError:
-                    pass
-            fh = S.fired_headers(h, subject, S.SCHEDULE_NEXT_PURGE if nxt == SCHED_PURGE
-                                 else parsed.next_header(nxt))
-            try:
-                flags = C.rollup_flags(fh, True, False)
-                ttl = C.check_ttl(fh, True)
-                hdr = _encode(fh)
-                tsubj = self._subject(target)
-            except APIError:
-                sch.remove(subject)
-                continue
-            size = record_size(len(tsubj.encode()), len(hdr), len(data))
-            if self._interest_ret and not self.interest.has_interest(tsubj):
-                flags |= F_NO_INTEREST
-            out.append(self.assign(Admitted(tsubj, hdr, data, ttl, "", flags, 0, subject, size,
-                                            None, nxt)))
-            sch.inflight.add(subject)
-        return out
 
     # -- snapshot / rebuild ------------------------------------------------------------------------
     def snapshot(self) -> bytes:

@@ -23,7 +23,7 @@ from rayjet.actors import direct
 from rayjet.actors.cancelling import cancel_and_wait
 from rayjet.api import StreamConfig
 from rayjet.api.headers import encode_headers
-from rayjet.engine.delivery_batch import seq_ranges
+from rayjet.engine.consumer.delivery_batch import seq_ranges
 from rayjet.errors import (
     APIError,
     ConsumerNotFoundError,

@@ -1,7 +1,7 @@
 """A consumer replica's state machine: raft entries are batches of consumer engine ops.
 
 An entry's data is ``ENTRY_CONSUMER_OPS`` followed by a msgpack list of encoded consumer ops
-(:mod:`rayjet.engine.consumer_ops`): one entry per delivery decision or batch of answers.
+(:mod:`rayjet.engine.consumer.ops`): one entry per delivery decision or batch of answers.
 The delivery state lives in the raft log and its snapshots (the engine's snapshot), so
 there is nothing else to sync or restore.
 """
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import msgpack
 
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.ops import decode_consumer_op, encode_consumer_op
 from rayjet.errors import BadRequestError
 
 ENTRY_CONSUMER_OPS = 2  # entry kinds: only add new numbers (a stream's entries are 1)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rayjet.actors import wire_values as W
 from rayjet.api import StorageType, StreamSourceInfo
 from rayjet.api.info import PubAck
-from rayjet.engine.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch
 from rayjet.errors import DuplicateInProcessError, NotLeaderError, WrongLastSequenceError
 
 

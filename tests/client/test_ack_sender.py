@@ -9,7 +9,7 @@ import pytest
 
 from rayjet.client import messages
 from rayjet.client.messages import AckSender
-from rayjet.engine.delivery_batch import expand_ranges
+from rayjet.engine.consumer.delivery_batch import expand_ranges
 from rayjet.errors import BadRequestError, NotLeaderError, ServiceUnavailableError
 from tests.waiting import wait_for
 

@@ -10,8 +10,8 @@ import pytest
 
 from rayjet import AckPolicy, ConsumerConfig, DeliverPolicy
 from rayjet.client.consumers import PushSubscription
-from rayjet.engine.consumer_types import Delivery, DeliveryRun
-from rayjet.engine.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.types import Delivery, DeliveryRun
 from rayjet.errors import ConsumerNotFoundError, NoMessagesError
 from rayjet.storage.protocol import StoredMsg
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from rayjet.api import ConsumerConfig
 from rayjet.clock import ManualClock
 from rayjet.engine.ack_sync import AckOutbox, AckSummary, kept, sync_seqs
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_reader import StoreReader
-from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ConsumerState
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.reader import StoreReader
+from rayjet.engine.consumer.state import ACK_ALL, ACK_EXPLICIT, ConsumerState
 from rayjet.engine.retention import Interest
 from tests.engine.conftest import Harness
 

@@ -217,7 +217,7 @@ def test_publishes_to_a_stream_the_gateway_has_not_seen_yet_keep_their_order(
 def test_acks_that_come_just_before_a_pull_travel_with_it(gateway, js, stream_name,  # noqa: F811
                                                           drop_new_streams, monkeypatch):  # noqa: F811
     from rayjet.client.consumers import ConsumerLink
-    from rayjet.engine.delivery_batch import expand_ranges
+    from rayjet.engine.consumer.delivery_batch import expand_ranges
 
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(40)])

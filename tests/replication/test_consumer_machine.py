@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayjet.engine.consumer_ops import AckOp, DeliveredOp, StartOp
+from rayjet.engine.consumer.ops import AckOp, DeliveredOp, StartOp
 from rayjet.errors import BadRequestError
 from rayjet.replication.consumer_machine import ENTRY_CONSUMER_OPS, decode_entry, encode_entry
 from rayjet.replication.stream_machine import ENTRY_OPS

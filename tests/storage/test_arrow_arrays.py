@@ -58,8 +58,8 @@ def test_replica_paths_never_import_pandas(tmp_path):
         import sys
         from rayjet.clock import ManualClock
         from rayjet.storage import FileStore, StoreConfig, columns
-        from rayjet.engine.consumer_types import Delivery
-        from rayjet.engine.delivery_batch import DeliveryBatch
+        from rayjet.engine.consumer.types import Delivery
+        from rayjet.engine.consumer.delivery_batch import DeliveryBatch
         from rayjet.client.column_publish import call_ranges, messages_table, row_streams
         from rayjet.engine.columnar import message_columns
         from rayjet.client.column_publish import PubAcks

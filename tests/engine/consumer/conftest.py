@@ -8,10 +8,10 @@ import pytest
 
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.clock import ManualClock
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_ops import decode_consumer_op, encode_consumer_op
-from rayjet.engine.consumer_reader import StoreReader
-from rayjet.engine.consumer_types import PullRequest
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.ops import decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer.reader import StoreReader
+from rayjet.engine.consumer.types import PullRequest
 from rayjet.storage import MemStore, StoreConfig
 
 

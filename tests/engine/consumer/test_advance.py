@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rayjet.api import AckPolicy, RetentionPolicy, StreamConfig
-from rayjet.engine.consumer_types import PullRequest
+from rayjet.engine.consumer.types import PullRequest
 from rayjet.errors import BadRequestError
 
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rayjet.engine.consumer_types import Delivery
-from rayjet.engine.delivery_batch import (
+from rayjet.engine.consumer.delivery_batch import (
     MAX_RANGE_ACKS,
     DeliveryBatch,
     expand_ranges,
     seq_ranges,
 )
+from rayjet.engine.consumer.types import Delivery
 from rayjet.errors import BadRequestError
 
 deliveries = st.lists(st.builds(
@@ -104,7 +104,7 @@ def test_an_empty_batch_has_the_schema():
 @given(st.lists(st.tuples(st.sampled_from(["a.b", "z"]), st.binary(max_size=9)), max_size=12),
        st.integers(1, 50), st.integers(0, 8), deliveries)
 def test_runs_and_single_deliveries_make_the_same_batch(rows, cseq, pending, singles):
-    from rayjet.engine.consumer_types import DeliveryRun
+    from rayjet.engine.consumer.types import DeliveryRun
     from rayjet.storage.protocol import StoredMsg
 
     msgs = [StoredMsg(subject, b"", data, 100 + i, 7 + i) for i, (subject, data) in

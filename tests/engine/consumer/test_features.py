@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rayjet.api import headers as H
-from rayjet.engine.consumer import go_duration, parse_sample_freq
-from rayjet.engine.consumer_types import ACK_METRIC_TYPE, parse_ack_reply
+from rayjet.engine.consumer.types import ACK_METRIC_TYPE, parse_ack_reply
+from rayjet.engine.consumer.util import go_duration, parse_sample_freq
 
 
 def test_headers_only(make):

@@ -8,7 +8,7 @@ import pytest
 
 from rayjet.api import ConsumerInfo, StreamConfig
 from rayjet.clock import NANOS_PER_SECOND
-from rayjet.engine.consumer_ops import StartOp, decode_consumer_op
+from rayjet.engine.consumer.ops import StartOp, decode_consumer_op
 from rayjet.storage import MemStore, StoreConfig
 
 

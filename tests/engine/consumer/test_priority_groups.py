@@ -7,7 +7,7 @@ import pytest
 from rayjet.api import ConsumerConfig, StreamConfig
 from rayjet.api.headers import decode_headers
 from rayjet.api.validate_consumer import validate_consumer_config
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer.types import (
     GROUP_PINNED_TYPE,
     GROUP_UNPINNED_TYPE,
     PIN_ID_HEADER,

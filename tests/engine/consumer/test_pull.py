@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayjet.engine.consumer_types import PullRequest
+from rayjet.engine.consumer.types import PullRequest
 from rayjet.errors import NotLeaderError
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rayjet.api import AckPolicy, ConsumerConfig, StreamConfig
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_reader import ReadAhead, StoreReader
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.reader import ReadAhead, StoreReader
 from rayjet.storage import MemStore, StoreConfig
 
 
@@ -84,7 +84,7 @@ def test_a_window_for_other_filters_or_an_earlier_position_is_ignored(clock):
 
 
 def test_a_window_cut_by_size_is_not_taken_for_the_end(clock, monkeypatch):
-    from rayjet.engine import consumer_reader
+    from rayjet.engine.consumer import reader as consumer_reader
 
     monkeypatch.setattr(consumer_reader, "WINDOW_BYTES", 1)  # one record per window
     _store, inner, reader, engine = setup(clock, n=6)

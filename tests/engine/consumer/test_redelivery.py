@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rayjet.engine.consumer_ops import MaxDeliveredOp, decode_consumer_op
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer.ops import MaxDeliveredOp, decode_consumer_op
+from rayjet.engine.consumer.types import (
     MAX_DELIVER_TYPE,
     NAK_TYPE,
     TERM_REASON_DELETED,

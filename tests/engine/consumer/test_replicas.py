@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayjet.engine.consumer_ops import (
+from rayjet.engine.consumer.ops import (
     AckOp,
     DeliveredOp,
     MaxDeliveredOp,

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from rayjet.api import AckPolicy, DeliverPolicy
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_ops import ResetOp, decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.ops import ResetOp, decode_consumer_op, encode_consumer_op
 from rayjet.errors import APIError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rayjet.api import AckPolicy
-from rayjet.engine.consumer_ops import RestoreStateOp, decode_consumer_op, encode_consumer_op
+from rayjet.engine.consumer.ops import RestoreStateOp, decode_consumer_op, encode_consumer_op
 from rayjet.errors import BadRequestError
 
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rayjet.clock import ManualClock
-from rayjet.engine.consumer import ConsumerEngine
+from rayjet.engine.consumer.engine import ConsumerEngine
 from tests.engine.consumer.conftest import Consumer
 
 STEPS = st.lists(st.one_of(

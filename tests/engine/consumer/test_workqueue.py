@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from rayjet.api import ConsumerConfig
-from rayjet.engine.consumer import ConsumerEngine
-from rayjet.engine.consumer_reader import StoreReader
-from rayjet.engine.consumer_types import PullRequest
+from rayjet.engine.consumer.engine import ConsumerEngine
+from rayjet.engine.consumer.reader import StoreReader
+from rayjet.engine.consumer.types import PullRequest
 from tests.engine.conftest import Harness
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from rayjet.engine.consumer_types import RequestStatus
+from rayjet.engine.consumer.types import RequestStatus
 
 NO_MESSAGES = (404, "No Messages")
 REQUEST_TIMEOUT = (408, "Request Timeout")

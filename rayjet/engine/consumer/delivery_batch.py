@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from rayjet.engine.consumer_types import ACK_PREFIX, Delivery, DeliveryRun
+from rayjet.engine.consumer.types import ACK_PREFIX, Delivery, DeliveryRun
 from rayjet.errors import BadRequestError
 from rayjet.storage import arrow_arrays as arrays
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rayjet.engine.ack_sync import AckSummary
-from rayjet.engine.consumer_ops import (
+from rayjet.engine.consumer.ops import (
     AckOp,
     AdvanceOp,
     ConsumerOp,

@@ -4,7 +4,7 @@ consumer.
 
 A mixin of :class:`~rayjet.engine.consumer.ConsumerEngine`: it works on the engine's
 leader view, redelivery queue and read position, and returns ops to propose as
-:class:`~rayjet.engine.consumer_types.AckOutcome` (plus advisories).
+:class:`~rayjet.engine.consumer.types.AckOutcome` (plus advisories).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import deque
 
 from rayjet.api.enums import DeliverPolicy
-from rayjet.engine.consumer_ops import AckOp, AdvanceOp, PurgedOp, ResetOp, RestoreStateOp, TouchOp
-from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer.ops import AckOp, AdvanceOp, PurgedOp, ResetOp, RestoreStateOp, TouchOp
+from rayjet.engine.consumer.state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
+from rayjet.engine.consumer.types import (
     ACK_METRIC,
     ACK_METRIC_TYPE,
     MSG_NAKED,
@@ -25,7 +25,7 @@ from rayjet.engine.consumer_types import (
     Batch,
     PullRequest,
 )
-from rayjet.engine.consumer_util import to_ns
+from rayjet.engine.consumer.util import to_ns
 from rayjet.errors import error_for
 
 

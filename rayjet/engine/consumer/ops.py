@@ -1,7 +1,7 @@
 """Replicated consumer operations and their compact wire form.
 
 The consumer leader proposes these to the consumer's raft group; every replica applies them
-in log order to its :class:`~rayjet.engine.consumer_state.ConsumerState`. Like the stream
+in log order to its :class:`~rayjet.engine.consumer.state.ConsumerState`. Like the stream
 ops, an encoded op is one type byte followed by a msgpack array of the op's fields. Type
 bytes and field positions are append-only: never renumber or reorder; new fields go at the
 end and decoders fill missing trailing fields with their defaults.

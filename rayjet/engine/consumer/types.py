@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayjet.engine.consumer_ops import ConsumerOp
+from rayjet.engine.consumer.ops import ConsumerOp
 from rayjet.storage.protocol import StoredMsg
 
 ACK_PREFIX = "$JS.ACK"

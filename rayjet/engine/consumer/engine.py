@@ -1,7 +1,7 @@
 """ConsumerEngine: the deterministic state machine of one consumer replica.
 
-Every replica: :meth:`ConsumerEngine.apply` committed ops (:mod:`.consumer_ops`) in log
-order to the replicated :class:`~.consumer_state.ConsumerState`; :meth:`snapshot` /
+Every replica: :meth:`ConsumerEngine.apply` committed ops (:mod:`.ops`) in log
+order to the replicated :class:`~.state.ConsumerState`; :meth:`snapshot` /
 :meth:`restore` it. Only the leader decides: which messages go out next (redeliveries first,
 then new messages in stream order), what an ack/nak/term/in-progress changes, when ack waits
 expire. Each decision returns the ops to propose and is applied at once to the leader's
@@ -13,11 +13,15 @@ queue, waiting pull requests, the read position past filtered-out messages, the 
 rate-limit pacing, and the pin of a pinned_client priority group (a new leader starts
 unpinned and pins again on its first delivery). Time comes in as ``now`` (ns) or from the
 injected clock, and every timestamp a replica needs travels inside the ops.
+
+Two mixins hold the leader's decisions on single messages: :class:`~.delivery.DeliveryDecisions`
+(which messages go out next, redelivery timers) and :class:`~.acks.AckDecisions` (acks, naks,
+resets). This module keeps leadership, apply and snapshots, the waiting pull requests and
+their priority groups, and the consumer's info.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 from collections import deque
@@ -35,51 +39,34 @@ from rayjet.api.enums import (
 )
 from rayjet.api.info import PriorityGroupState
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock, Rng
-from rayjet.engine import consumer_waiting as W
-from rayjet.engine.consumer_acks import AckDecisions
-from rayjet.engine.consumer_ops import (
-    AckOp,
-    ConsumerOp,
-    DeliveredOp,
-    MaxDeliveredOp,
-    RestoreStateOp,
-    StartOp,
-)
-from rayjet.engine.consumer_state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
-from rayjet.engine.consumer_types import (
+from rayjet.engine.consumer import waiting as W
+from rayjet.engine.consumer.acks import AckDecisions
+from rayjet.engine.consumer.delivery import DeliveryDecisions, Round
+from rayjet.engine.consumer.ops import ConsumerOp, RestoreStateOp, StartOp
+from rayjet.engine.consumer.state import ACK_ALL, ACK_EXPLICIT, ACK_NONE, ConsumerState
+from rayjet.engine.consumer.types import (
     GROUP_PINNED,
     GROUP_PINNED_TYPE,
     GROUP_UNPINNED,
     GROUP_UNPINNED_TYPE,
-    MAX_DELIVER_TYPE,
-    MAX_DELIVERIES,
-    MSG_TERMINATED,
-    PIN_ID_HEADER,
-    TERM_REASON_DELETED,
-    TERMINATED_TYPE,
     Advisory,
     Batch,
     ConsumerApplyResult,
-    Delivery,
-    DeliveryRun,
     PullRequest,
     RequestStatus,
 )
-from rayjet.engine.consumer_util import (
+from rayjet.engine.consumer.util import (
     dt,
     go_duration,
-    headers_only,
     iso,
     parse_sample_freq,
     select_start,
     to_ns,
 )
 from rayjet.errors import NotLeaderError, error_for
-from rayjet.storage.protocol import StoredMsg
 from rayjet.subjects import matches_any
 
 _SNAP_VERSION = 1
-_READ_AHEAD = 1024  # most messages read from the stream in one call
 _NS = NANOS_PER_SECOND
 _OVERFLOW, _PINNED, _PRIORITIZED = (PriorityPolicy.OVERFLOW, PriorityPolicy.PINNED_CLIENT,
                                     PriorityPolicy.PRIORITIZED)
@@ -97,48 +84,7 @@ def new_pin_id() -> str:
     return "".join(out)
 
 
-def with_header(hdr: bytes, name: str, value: str) -> bytes:
-    """``hdr`` (a NATS/1.0 block, or empty) with one more header line."""
-    line = f"{name}: {value}\r\n".encode()
-    if not hdr:
-        return b"NATS/1.0\r\n" + line + b"\r\n"
-    body = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else hdr
-    return bytes(body) + line + b"\r\n"
-
-
-class _Cand:
-    """A message chosen to go out next, not yet committed to the round."""
-
-    __slots__ = ("msg", "dc", "kind", "delivery")
-
-    def __init__(self, msg: StoredMsg, dc: int, kind: int, delivery: Delivery) -> None:
-        self.msg, self.dc, self.kind, self.delivery = msg, dc, kind, delivery
-
-
-_REDELIVERY, _SKIPLIST, _NEW = 0, 1, 2
-
-
-class _Round:
-    """The bookkeeping of one delivery decision (one ``next_batch``/``serve`` call)."""
-
-    __slots__ = ("now", "batch", "items", "max_items", "term_items", "cseq", "new", "buf",
-                 "eof_last", "cand", "npc")
-
-    def __init__(self, now: int, batch: Batch, cseq: int) -> None:
-        self.now = now
-        self.batch = batch
-        self.items: list[tuple[int, int, int]] = []
-        self.max_items: list[tuple[int, int]] = []
-        self.term_items: list[tuple[int, int]] = []
-        self.cseq = cseq  # next consumer seq
-        self.new = 0  # new messages taken (they add pending acks)
-        self.buf: deque[StoredMsg] = deque()
-        self.eof_last = -1  # stream last seq once a read came back short
-        self.cand: _Cand | None = None
-        self.npc = -1  # messages pending after the read position (-1: not counted yet)
-
-
-class ConsumerEngine(AckDecisions):
+class ConsumerEngine(DeliveryDecisions, AckDecisions):
     def __init__(self, config: ConsumerConfig, stream_config: StreamConfig, reader,
                  clock: Clock = SYSTEM_CLOCK, *, created_ns: int | None = None,
                  name: str | None = None, rng: Rng | None = None) -> None:
@@ -356,35 +302,7 @@ class ConsumerEngine(AckDecisions):
             self._rdq_set.clear()
             self._sseq = max(self._view.dsseq + 1, self._view.scan, 1)
 
-    # -- delivery ------------------------------------------------------------------------------------
-    def next_batch(self, now: int | None = None, batch: int = 1, max_bytes: int = 0,
-                   reply: str = "") -> Batch:
-        """Up to ``batch`` messages (and ``max_bytes`` bytes) for one taker, right now:
-        redeliveries that are due first, then new messages in stream order. Used for push
-        delivery and one-shot fetches; waiting pull requests go through :meth:`request`."""
-        self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        out = Batch()
-        first = self._view.dcseq + 1
-        rnd = _Round(now, out, first)
-        left = max_bytes
-        while (taken := rnd.cseq - first) < batch:
-            if not max_bytes and self._take_run(rnd, batch - taken, reply):
-                continue
-            cand = self._peek(rnd, batch - taken)
-            if cand is None:
-                break
-            if max_bytes:
-                size = cand.delivery.size
-                if size > left:
-                    if not taken:
-                        out.statuses.append(RequestStatus(reply, *W.MAX_BYTES_EXCEEDED, batch, left))
-                    break
-                left -= size
-            self._take(rnd, cand, reply)
-        self._finish(rnd)
-        return out
-
+    # -- pull requests -------------------------------------------------------------------------------
     def request(self, req: PullRequest, now: int | None = None) -> Batch:
         """A pull request arrives: refuse it, answer it, or queue it and serve what is there."""
         self._check_leader()
@@ -486,7 +404,7 @@ class ConsumerEngine(AckDecisions):
         out.statuses.extend(wq.expire(now))
         if not wq:
             return
-        rnd = _Round(now, out, self._view.dcseq + 1)
+        rnd = Round(now, out, self._view.dcseq + 1)
         exhausted = blocked = False
         want = wq.wanted()
         while wq:
@@ -536,7 +454,7 @@ class ConsumerEngine(AckDecisions):
             out.statuses.extend(wq.end_of_stream())
 
     # -- priority groups ---------------------------------------------------------------------------
-    def _pick(self, rnd: _Round, out: Batch) -> W.Waiting | None:
+    def _pick(self, rnd: Round, out: Batch) -> W.Waiting | None:
         """The waiting request the next message goes to under the priority policy (None:
         none may have it now). Pinned: requests with an outdated pin id end with 423."""
         wq = self._waiting
@@ -610,251 +528,12 @@ class ConsumerEngine(AckDecisions):
         """Messages that could go out now: pending in the stream plus queued redeliveries."""
         return self._num_pending(self._sseq) + len(self._rdq_set)
 
-    # -- choosing messages -------------------------------------------------------------------------------
-    def _peek(self, rnd: _Round, want: int) -> _Cand | None:
-        if rnd.cand is not None:
-            return rnd.cand
-        view = self._view
-        # 1. redeliveries
-        while self._rdq:
-            seq = self._rdq[0]
-            if seq not in self._rdq_set or seq not in view.pending:
-                self._rdq.popleft()
-                self._rdq_set.discard(seq)
-                continue
-            dc = view.redelivered.get(seq, 0) + 2
-            if self._max_deliver and dc > self._max_deliver:
-                self._rdq.popleft()
-                self._rdq_set.discard(seq)
-                self._exceeded(rnd, seq, dc - 1)
-                continue
-            msg = self.reader.load_msg(seq)
-            if msg is None:
-                self._rdq.popleft()
-                self._rdq_set.discard(seq)
-                self._terminate_gone(rnd, seq, dc - 1)
-                continue
-            rnd.cand = self._cand(rnd, msg, dc, _REDELIVERY)
-            return rnd.cand
-        # 2. new messages (also the last_per_subject catch-up), while max_ack_pending allows
-        if self._max_ack_pending and len(view.pending) + rnd.new >= self._max_ack_pending:
-            rnd.batch.stalled = True
-            return None
-        while self._lss:
-            seq = self._lss[0]
-            msg = self.reader.load_msg(seq)
-            if msg is None:
-                self._lss.popleft()
-                if not self._lss:
-                    self._sseq = max(self._sseq, self._view.resume + 1)
-                continue
-            rnd.cand = self._cand(rnd, msg, 1, _SKIPLIST)
-            return rnd.cand
-        if not rnd.buf:
-            if rnd.eof_last >= 0:
-                return None
-            limit = max(1, min(want, _READ_AHEAD))
-            if self._max_ack_pending:
-                limit = max(1, min(limit, self._max_ack_pending - len(view.pending) - rnd.new))
-            msgs, last = self.reader.load_next_batch(self.filters, self._sseq, limit)
-            rnd.buf.extend(msgs)
-            if len(msgs) < limit:
-                rnd.eof_last = last
-            if not msgs:
-                return None
-        rnd.cand = self._cand(rnd, rnd.buf[0], 1, _NEW)
-        return rnd.cand
-
-    def _cand(self, rnd: _Round, msg: StoredMsg, dc: int, kind: int) -> _Cand:
-        if rnd.npc < 0:
-            rnd.npc = self._num_pending(self._sseq)
-        pending = rnd.npc if kind == _REDELIVERY else max(rnd.npc - 1, 0)
-        hdr, data = msg.hdr, msg.data
-        if self.config.headers_only:
-            hdr, data = headers_only(hdr, data), b""
-        d = Delivery(msg.subject, hdr, data, self.stream, self.name, msg.seq, rnd.cseq, dc,
-                     msg.ts, pending)
-        return _Cand(msg, dc, kind, d)
-
-    def _take(self, rnd: _Round, cand: _Cand, reply: str, pin: str = "") -> None:
-        rnd.cand = None
-        msg, d = cand.msg, cand.delivery
-        if pin:  # after the max_bytes check, as nats-server adds it
-            d = Delivery(d.subject, with_header(d.hdr, PIN_ID_HEADER, pin), d.data, d.stream,
-                         d.consumer, d.stream_seq, d.consumer_seq, d.num_delivered,
-                         d.timestamp, d.num_pending)
-        if cand.kind == _REDELIVERY:
-            self._rdq.popleft()
-            self._rdq_set.discard(msg.seq)
-        else:
-            rnd.new += 1
-            rnd.npc = max(rnd.npc - 1, 0)
-            if cand.kind == _SKIPLIST:
-                self._lss.popleft()
-                if not self._lss:
-                    self._sseq = max(self._sseq, self._view.resume + 1)
-            else:
-                rnd.buf.popleft()
-                self._sseq = msg.seq + 1
-        due = self._due(rnd.now, msg, d)
-        if due:
-            d = Delivery(d.subject, d.hdr, d.data, d.stream, d.consumer, d.stream_seq,
-                         d.consumer_seq, d.num_delivered, d.timestamp, d.num_pending, due)
-        rnd.items.append((rnd.cseq, msg.seq, cand.dc))
-        rnd.cseq += 1
-        rnd.batch.sends.append((reply, d))
-
-    def _take_run(self, rnd: _Round, want: int, reply: str) -> int:
-        """Take up to ``want`` new messages at once, in stream order: what ``_peek`` and
-        ``_take`` would decide one by one when nothing is to be redelivered, paced or
-        rewritten. 0: the next message needs the one-by-one path."""
-        if (want < 2 or self._rdq or self._lss or self._replay or self._rate_bps > 0
-                or self.config.headers_only):
-            return 0
-        cand = self._peek(rnd, want)
-        if cand is None or cand.kind != _NEW:
-            return 0
-        k = min(want, len(rnd.buf))
-        if self._max_ack_pending:
-            k = min(k, self._max_ack_pending - len(self._view.pending) - rnd.new)
-        if k < 2:
-            return 0
-        rnd.cand = None
-        buf = rnd.buf
-        msgs = [buf.popleft() for _ in range(k)]
-        cseq, npc = rnd.cseq, rnd.npc
-        if self._ack_mode == ACK_NONE and not self._forward:
-            rnd.items.append((cseq + k - 1, msgs[-1].seq, 1))  # all _finish keeps of them
-        else:
-            rnd.items.extend(zip(range(cseq, cseq + k), [m.seq for m in msgs],
-                                 itertools.repeat(1)))
-        rnd.batch.sends.append(
-            (reply, DeliveryRun(msgs, self.stream, self.name, cseq, npc - 1)))
-        rnd.cseq += k
-        rnd.new += k
-        rnd.npc = max(npc - k, 0)
-        self._sseq = msgs[-1].seq + 1
-        return k
-
-    def _due(self, now: int, msg: StoredMsg, d: Delivery) -> int:
-        """When the actor may send ``d`` (0: now): replay original spacing, rate limit."""
-        due = now
-        if self._replay and self._replay_until and msg.seq <= self._replay_until:
-            if self._replay_lts:
-                gap = msg.ts - self._replay_lts
-                if gap > 1_000_000:  # under a millisecond is sent at once
-                    due = max(now, self._replay_due + gap)
-                else:
-                    due = max(now, self._replay_due)
-            self._replay_lts, self._replay_due = msg.ts, due
-        if self._rate_bps > 0:
-            due = max(due, self._rate_next)
-            self._rate_next = due + d.size * 8 * _NS // self._rate_bps
-        return due if due > now else 0
-
-    def _finish(self, rnd: _Round) -> None:
-        """Turn the round into ops (applied to the view) and advance past filtered-out seqs."""
-        out = rnd.batch
-        if rnd.max_items:
-            out.ops.append(self._propose(MaxDeliveredOp(tuple(rnd.max_items))))
-        if rnd.term_items:
-            out.ops.append(self._propose(AckOp(rnd.now, tuple(rnd.term_items))))
-        if rnd.eof_last >= 0 and not rnd.buf and rnd.eof_last + 1 > self._sseq:
-            self._sseq = rnd.eof_last + 1  # everything up to the stream's end was looked at
-        v = self._view
-        known = max(v.dsseq, max((i[1] for i in rnd.items), default=0)) + 1
-        skip = self._sseq if self._sseq > known and self._sseq > v.scan else 0
-        items = rnd.items
-        if len(items) > 1 and self._ack_mode == ACK_NONE and not self._forward:
-            # nothing waits for an ack and the stream needs no per-message word: the last
-            # delivery says all a replica keeps (delivered = ack floor = it)
-            items = items[-1:]
-        if items or skip:
-            out.ops.append(self._propose(DeliveredOp(rnd.now, tuple(items), skip)))
-        if rnd.items:
-            self._active_ns = rnd.now
-
-    def _num_pending(self, start: int) -> int:
-        if self._lss:
-            return len(self._lss) + self.reader.num_pending(self.filters, self._view.resume + 1)
-        return self.reader.num_pending(self.filters, start, False)
-
-    def _exceeded(self, rnd: _Round, seq: int, deliveries: int) -> None:
-        rnd.max_items.append((seq, deliveries + 1))
-        rnd.batch.advisories.append(self._advisory(
-            MAX_DELIVERIES, MAX_DELIVER_TYPE, rnd.now, stream_seq=seq, deliveries=deliveries))
-
-    def _terminate_gone(self, rnd: _Round, seq: int, deliveries: int) -> None:
-        p = self._view.pending.get(seq)
-        rnd.term_items.append((p[0] if p else 0, seq))
-        rnd.batch.advisories.append(self._advisory(
-            MSG_TERMINATED, TERMINATED_TYPE, rnd.now, consumer_seq=p[0] if p else 0,
-            stream_seq=seq, deliveries=deliveries, reason=TERM_REASON_DELETED))
-
     def _advisory(self, prefix: str, type_: str, now: int, **body) -> Advisory:
         doc = {"type": type_, "timestamp": iso(now), "stream": self.stream,
                "consumer": self.name, **body}
         return Advisory(f"{prefix}.{self.stream}.{self.name}", doc)
 
     # -- timers -------------------------------------------------------------------------------------------
-    def _deadline(self, view: ConsumerState, sseq: int) -> int:
-        """How long after its last delivery ``sseq`` waits for an ack (backoff aware)."""
-        if self._backoff:
-            i = min(view.redelivered.get(sseq, 0), len(self._backoff) - 1)
-            return self._backoff[i]
-        return self._ack_wait_ns
-
-    def due_redeliveries(self, now: int | None = None) -> Batch:
-        """Queue for redelivery every pending message whose ack wait (or backoff step) ran
-        out; those past max_deliver leave pending instead (op + advisory). Deliver the queued
-        ones with :meth:`serve` / :meth:`next_batch`.
-
-        As nats-server 2.15.1 counts here, a message's count is its redeliveries (at least
-        1), so only max_deliver 1 (or a max_deliver lowered below what was delivered) ends
-        a message at its ack wait; otherwise its last delivery's expiry queues it once
-        more, and the next attempt to deliver (a waiting pull, a push round) ends it: it
-        stays pending for an ack until then."""
-        view = self._check_leader()
-        now = self.clock.now_ns() if now is None else now
-        out = Batch()
-        expired: list[int] = []
-        maxed: list[tuple[int, int]] = []
-        for sseq, p in view.pending.items():
-            if sseq in self._rdq_set or now - p[1] < self._deadline(view, sseq):
-                continue
-            count = max(view.redelivered.get(sseq, 0), 1)
-            if self._max_deliver and count >= self._max_deliver:
-                maxed.append((sseq, count))
-            else:
-                expired.append(sseq)
-        for sseq in expired:  # pending keys run in stream order already
-            self._rdq.append(sseq)
-            self._rdq_set.add(sseq)
-        if maxed:
-            for sseq, count in maxed:
-                if count == self._max_deliver:  # once, as nats-server advises
-                    out.advisories.append(self._advisory(
-                        MAX_DELIVERIES, MAX_DELIVER_TYPE, now, stream_seq=sseq,
-                        deliveries=count))
-            out.ops.append(self._propose(MaxDeliveredOp(tuple((s, n + 1) for s, n in maxed))))
-        return out
-
-    def next_redelivery_ns(self) -> int:
-        """When the next pending message's ack wait runs out (0: none pending)."""
-        view = self.view
-        best = 0
-        for sseq, p in view.pending.items():
-            if sseq in self._rdq_set:
-                continue
-            t = p[1] + self._deadline(view, sseq)
-            if not best or t < best:
-                best = t
-        return best
-
-    @property
-    def has_redeliveries(self) -> bool:
-        return bool(self._rdq_set)
-
     def expire_requests(self, now: int | None = None) -> list[RequestStatus]:
         """408 for expired pull requests and the idle heartbeats that are due."""
         now = self.clock.now_ns() if now is None else now
@@ -897,6 +576,11 @@ class ConsumerEngine(AckDecisions):
         return self.view.needs_ack(sseq)
 
     # -- info ----------------------------------------------------------------------------------------------
+    def _num_pending(self, start: int) -> int:
+        if self._lss:
+            return len(self._lss) + self.reader.num_pending(self.filters, self._view.resume + 1)
+        return self.reader.num_pending(self.filters, start, False)
+
     def num_pending(self) -> int:
         """Messages matching the filters the consumer has not reached yet."""
         if self._leader:
@@ -937,4 +621,4 @@ class ConsumerEngine(AckDecisions):
             priority_groups=groups)
 
 
-__all__ = ["ConsumerEngine", "go_duration", "headers_only", "parse_sample_freq"]
+__all__ = ["ConsumerEngine"]
