@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rayjet.actors import host_pools, metrics, replica_collection
+from rayjet.actors import host_pools, meta_reconcile, metrics, replica_collection
 from rayjet.actors import meta as meta_mod
 from rayjet.actors.meta import MetaMember
 from rayjet.actors.raft_host import META_COMPACT_ENV, meta_group_options
@@ -52,7 +52,7 @@ def in_process(monkeypatch):
     monkeypatch.setattr(metrics, "_SINK", metrics.NullSink())
     monkeypatch.setattr(meta_mod, "PeerSender", QuietSender)
     monkeypatch.setattr(host_pools, "start_host_pool", lambda *a, **k: [])
-    monkeypatch.setattr(meta_mod, "RECONCILE_EVERY", 3600.0)
+    monkeypatch.setattr(meta_reconcile, "RECONCILE_EVERY", 3600.0)
     monkeypatch.setenv(META_COMPACT_ENV, "3")  # snapshots after 3 entries
 
 
