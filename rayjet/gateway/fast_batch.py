@@ -34,6 +34,7 @@ from rayjet.errors import APIError, ServiceUnavailableError, StreamNotFoundError
 from rayjet.errors import TimeoutError as RayjetTimeout
 from rayjet.gateway import jsapi
 from rayjet.gateway.batching import error_document
+from rayjet.gateway.inbound import InboundPublish
 from rayjet.storage import arrow_arrays as arrays
 
 BATCH_TIMEOUT = 10.0  # s without a message after which an open batch is dropped
@@ -110,7 +111,7 @@ class FastBatches:
     def _room(self) -> bool:
         return sum(len(t.open) for t in self.tables.values()) < MAX_OPEN_TOTAL
 
-    async def take(self, stream: str, config: Any, run: list[tuple], domain: str | None
+    async def take(self, stream: str, config: Any, run: list[InboundPublish], domain: str | None
                    ) -> list[list[bytes]]:
         """A run of fast batch publishes ``(subject, reply, header block, payload)`` to
         ``stream``, stored in order; the answers to each one's reply subject."""
@@ -119,7 +120,7 @@ class FastBatches:
         now = self._clock()
         table = self.tables.setdefault(stream, F.FastTable())
         table.expire(now, BATCH_TIMEOUT)
-        parsed = [F.parse_reply(m[1], m[2]) for m in run]
+        parsed = [F.parse_reply(m.reply, m.header) for m in run]
         prefix = b'{"stream":%s,' % F.quoted(stream).encode()
         if domain:
             prefix += b'"domain":%s,' % F.quoted(domain).encode()
@@ -145,7 +146,7 @@ class FastBatches:
             self.tables.pop(stream, None)
         return answers
 
-    def _simulate(self, table: F.FastTable, config: Any, run: list[tuple],
+    def _simulate(self, table: F.FastTable, config: Any, run: list[InboundPublish],
                   parsed: list[tuple], pos: int, known: dict[int, Any], now: float
                   ) -> tuple[list[list], int, list[int]]:
         """Decide the answers of ``run[pos:]`` (up to the end or a message that ends a
@@ -162,7 +163,7 @@ class FastBatches:
             if i in known:
                 return known[i]
             picks.append(i)
-            at[1] = risky or bool(run[i][2])
+            at[1] = risky or bool(run[i].header)
             return F.Pending(i)
 
         step = table.step
@@ -201,14 +202,14 @@ class FastBatches:
         :class:`rayjet.engine.fast_batch.Duplicate`, or the error that refused it)."""
         try:
             link = await self._link(stream)
-            if len(msgs) >= TABLE_FROM or any(m[2] for m in msgs):
-                cols = {"subject": arrays.binaries([m[0] for m in msgs], pa.string()),
-                        "data": arrays.binaries([m[3] for m in msgs])}
-                if any(m[2] for m in msgs):
-                    cols["headers"] = arrays.binaries([m[2] or None for m in msgs])
+            if len(msgs) >= TABLE_FROM or any(m.header for m in msgs):
+                cols = {"subject": arrays.binaries([m.subject for m in msgs], pa.string()),
+                        "data": arrays.binaries([m.payload for m in msgs])}
+                if any(m.header for m in msgs):
+                    cols["headers"] = arrays.binaries([m.header or None for m in msgs])
                 got: Any = await link.publish_table(pa.table(cols), literal_wildcards=True)
             else:
-                got = await link.publish([(m[0], m[3], None) for m in msgs],
+                got = await link.publish([(m.subject, m.payload, None) for m in msgs],
                                          literal_wildcards=True)
         except Exception as err:  # noqa: BLE001 - each message answered with it
             if isinstance(err, _UNREACHABLE) or not isinstance(err, APIError):

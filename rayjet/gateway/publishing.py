@@ -18,6 +18,7 @@ from rayjet.errors import APIError, BadRequestError, NotFoundError, SubjectNotCa
 from rayjet.gateway import jsapi
 from rayjet.gateway.batching import AtomicBatches, batch_id
 from rayjet.gateway.fast_batch import FastBatches, is_fast
+from rayjet.gateway.inbound import InboundPublish
 from rayjet.gateway.pushing import PUSH_HOLD, push_holds
 from rayjet.storage import arrow_arrays as arrays
 
@@ -36,7 +37,7 @@ class Publisher:
 
     def __init__(self, bridge: Any) -> None:
         self.bridge = bridge
-        self._pub_queue: list[tuple[str, str | None, bytes | None, bytes]] = []
+        self._pub_queue: list[InboundPublish] = []
         self._pub_wake = asyncio.Event()
         self._queued = 0  # publishes queued so far
         self._stored = 0  # publishes answered so far
@@ -73,7 +74,7 @@ class Publisher:
         """Queue a message for the stream that captures ``subject``; False when none does."""
         if subject.startswith("$JS.") or self.bridge.stream_for(subject) is None:
             return False
-        self._pub_queue.append((subject, reply, hdr, payload))
+        self._pub_queue.append(InboundPublish(subject, reply, hdr, payload))
         self._queued += 1
         self._pub_wake.set()
         return True
@@ -168,8 +169,8 @@ class Publisher:
             stream = stream_for(subject)
             if stream is not None and is_fast(reply, hdr):  # before atomic, as nats-server
                 end = start + 1
-                while end < len(batch) and stream_for(batch[end][0]) == stream and is_fast(
-                        batch[end][1], batch[end][2]):
+                while end < len(batch) and stream_for(batch[end].subject) == stream and is_fast(
+                        batch[end].reply, batch[end].header):
                     end += 1
                 answers.extend(await self.fast.take(
                     stream, self.bridge.config_of(stream), batch[start:end],
@@ -182,9 +183,9 @@ class Publisher:
                 start += 1
                 continue
             end = start + 1
-            while end < len(batch) and stream_for(batch[end][0]) == stream and not (
-                    batch[end][2] and batch_id(batch[end][2])) and not is_fast(
-                    batch[end][1], batch[end][2]):
+            while end < len(batch) and stream_for(batch[end].subject) == stream and not (
+                    batch[end].header and batch_id(batch[end].header)) and not is_fast(
+                    batch[end].reply, batch[end].header):
                 end += 1
             answers.extend(await self._store_run(stream, batch[start:end]))
             start = end
@@ -237,20 +238,20 @@ class Publisher:
             return answers
 
 
-def _messages(batch: list[tuple]) -> tuple[Any, Any]:
-    """Queued publishes ``(subject, reply, header block, payload)`` as what a publish
+def _messages(batch: list[InboundPublish]) -> tuple[Any, Any]:
+    """Queued publishes as what a publish
     takes, and ``one(i, n)``: ``n`` of them from ``i``. Many, or any with a header block:
     an Arrow table (header blocks kept as sent); a few without: the list form, which
     costs less."""
-    headers = any(m[2] for m in batch)
+    headers = any(m.header for m in batch)
     if headers or len(batch) >= TABLE_FROM:
-        cols = {"subject": arrays.binaries([m[0] for m in batch], pa.string()),
-                "data": arrays.binaries([m[3] for m in batch])}
+        cols = {"subject": arrays.binaries([m.subject for m in batch], pa.string()),
+                "data": arrays.binaries([m.payload for m in batch])}
         if headers:
-            cols["headers"] = arrays.binaries([m[2] or None for m in batch])
+            cols["headers"] = arrays.binaries([m.header or None for m in batch])
         table = pa.table(cols)
         return table, table.slice
-    msgs = [(m[0], m[3], None) for m in batch]
+    msgs = [(m.subject, m.payload, None) for m in batch]
     return msgs, lambda i, n: msgs[i:i + n]
 
 
