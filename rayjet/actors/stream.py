@@ -36,6 +36,7 @@ from rayjet.actors.stream_backup import StreamBackupCalls
 from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api import PersistMode, PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
+from rayjet.api.stream import validate_stream_update
 from rayjet.engine import ApplyResult, direct_get, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.columnar import message_columns
@@ -520,8 +521,6 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     async def check_update(self, config: dict[str, Any]) -> None:
         """Raise the error an update to ``config`` would get, without proposing it."""
         self._require_writable()
-        from rayjet.api.validate_stream import validate_stream_update
-
         validate_stream_update(self.engine.config, StreamConfig.from_dict(config))
 
     # -- membership (leader) ----------------------------------------------------------------
