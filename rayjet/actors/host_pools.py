@@ -1,5 +1,6 @@
 """The pools of shared replica host actors: a few per node, each running many small
-replicas (stream and consumer replicas of shared hosting, see :mod:`rayjet.actors.host`)."""
+replicas (stream and consumer replicas of shared hosting, see
+:mod:`rayjet.actors.replica_host`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rayjet.actors.host import HostedHandle, ReplicaHost, hosted_on, record_hosted
+from rayjet.actors.host import HostedHandle, hosted_on, record_hosted
 from rayjet.actors.names import NAMESPACE, host_actor_name
 from rayjet.actors.node_selection import live_node_for
 from rayjet.actors.replica_actors import HOST_CONCURRENCY, parse_replica_name, remote_class
+from rayjet.actors.replica_host import ReplicaHost
 from rayjet.api import StreamConfig
 
 HOSTS_PER_NODE_ENV = "RAYJET_HOSTS_PER_NODE"

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from rayjet.actors import events
 from rayjet.actors.consumer import ConsumerReplica, InLeader
@@ -29,20 +30,31 @@ from rayjet.errors import (
 )
 from rayjet.placement.consumers import ephemeral_name, runs_in_stream_leader
 
-if TYPE_CHECKING:
-    from rayjet.actors.stream import StreamReplica
-
 # what a client may call on one of them (the consumer API of a dedicated consumer actor)
 CLIENT_METHODS = frozenset({"fetch", "ack", "advance", "reset", "unpin", "info", "advisories",
                             "status", "state_doc", "restore_state"})
 START_TIMEOUT = 5.0
 
 
+class StreamLeader(Protocol):
+    """What the consumers it runs use of a stream leader's replica
+    (:class:`~rayjet.actors.stream.StreamReplica`); named here so this module need not
+    import the replica that holds them."""
+
+    group_name: str
+    id: str
+    dir: Path
+
+    def read_local(self, method: str, *args: Any) -> Any: ...
+
+    async def wait_for_messages(self, after: int, timeout: float) -> int: ...
+
+
 class LeaderStream:
     """The stream as a consumer inside its leader sees it: in-process calls with the
     signature of a GroupRouter's."""
 
-    def __init__(self, replica: StreamReplica) -> None:
+    def __init__(self, replica: StreamLeader) -> None:
         self._replica = replica
 
     def call(self, method: str, *args: Any, **_: Any) -> Any:
@@ -57,7 +69,7 @@ class LeaderStream:
 
 
 class LeaderConsumers:
-    def __init__(self, replica: StreamReplica) -> None:
+    def __init__(self, replica: StreamLeader) -> None:
         self._replica = replica
         self._stream = LeaderStream(replica)
         self._consumers: dict[str, ConsumerReplica] = {}

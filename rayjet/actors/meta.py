@@ -35,7 +35,7 @@ from rayjet.actors.raft_host import RaftHost, meta_group_options
 from rayjet.actors.replica_shell import ReplicaShell, awaited
 from rayjet.actors.router import PeerSender
 from rayjet.actors.self_start import start_when_restarted
-from rayjet.actors.stream import new_stream_info
+from rayjet.actors.stream_info import new_stream_info
 from rayjet.actors.wire_values import META_REQUESTS
 from rayjet.api.account import AccountLimits
 from rayjet.api.account_names import GLOBAL as GLOBAL_ACCOUNT

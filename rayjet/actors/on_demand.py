@@ -56,7 +56,8 @@ def resting_answer(spec: tuple[str, tuple, dict], method: str, args: tuple,
     _, (config, group, replica_id, *_), spec_kwargs = spec
     if method in ("ping", "leader_id"):
         return True, replica_id
-    from rayjet.actors.stream import new_stream_info  # the engine's defaults: heavy imports
+    # the engine's defaults: heavy imports, loaded only once a resting replica is asked
+    from rayjet.actors.stream_info import new_stream_info
 
     if method == "info" and (any(args) or any(kwargs.values())):
         return False, None  # subject totals or deleted details: ask the store

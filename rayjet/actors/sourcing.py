@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ray
 
@@ -35,11 +35,10 @@ from rayjet.actors.names import (
 )
 from rayjet.actors.router import unwrap
 from rayjet.api.info import StreamSourceInfo
+from rayjet.engine import ApplyResult, StreamEngine
 from rayjet.engine import sourcing as SRC
 from rayjet.errors import APIError, NotLeaderError, ServiceUnavailableError
-
-if TYPE_CHECKING:
-    from rayjet.actors.stream import StreamReplica
+from rayjet.replication import ReplicaGroup
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +84,24 @@ async def _call(handle: Any, method: str, *args: Any, timeout: float = CALL_TIME
         raise _as_api_error(exc) from None
 
 
+class SourcingReplica(Protocol):
+    """What the pump uses of the stream replica it runs in
+    (:class:`~rayjet.actors.stream.StreamReplica`); named here so this module need not
+    import the replica that starts it."""
+
+    group_name: str
+
+    @property
+    def engine(self) -> StreamEngine: ...
+
+    @property
+    def group(self) -> ReplicaGroup: ...
+
+    async def propose_ops(self, ops: list, timeout: float) -> list[ApplyResult]: ...
+
+
 class SourcePump:
-    def __init__(self, replica: StreamReplica) -> None:
+    def __init__(self, replica: SourcingReplica) -> None:
         self.replica = replica
         self._tasks: dict[str, asyncio.Task] = {}
         self._state: dict[str, _Origin] = {}

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import shutil
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import ray
@@ -33,9 +31,11 @@ from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.sourcing import SourcePump
 from rayjet.actors.store_copy import StoreCopyTask
 from rayjet.actors.stream_backup import StreamBackupCalls
+from rayjet.actors.stream_info import state_dict, timestamp
 from rayjet.actors.wire_values import STREAM_REQUESTS
 from rayjet.api import PersistMode, PubAck, StorageType, StreamConfig
 from rayjet.api.account import NO_LIMITS, AccountLimits
+from rayjet.api.stream import validate_stream_update
 from rayjet.engine import ApplyResult, direct_get, store_config
 from rayjet.engine.ack_sync import AckSummary
 from rayjet.engine.columnar import message_columns
@@ -70,33 +70,6 @@ ACCOUNT_FRESH = 2.0  # seconds the account's limits are taken as known (consumer
 ACCOUNT_TIMEOUT = 1.0  # a consumer made here waits no longer for the meta leader's answer
 SYNC_OPS = 4096  # stream ack ops per proposal while reconciling with a consumer
 OUTBOX_CAPACITY = 10_000  # republished messages the leader keeps for slow subscribers
-
-
-def _ts(ns: int) -> datetime | None:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
-
-
-def _state_dict(st: Any, consumer_count: int) -> dict[str, Any]:
-    return {
-        "messages": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
-        "first_ts": _ts(st.first_ts), "last_seq": st.last_seq, "last_ts": _ts(st.last_ts),
-        "consumer_count": consumer_count,
-        "num_subjects": st.num_subjects, "num_deleted": st.num_deleted,
-    }
-
-
-def new_stream_info(config: StreamConfig, created_ns: int, group: str,
-                    leader: str | None) -> dict[str, Any]:
-    """What :meth:`StreamReplica.info` answers for a stream nothing was written to yet, known
-    without asking a replica: the config and state of an engine over an empty store (the
-    defaults it fills in and a ``first_seq`` setting included). ``leader``: the group's
-    leader when it is certain (R1)."""
-    in_memory = dataclasses.replace(config, storage=StorageType.MEMORY)
-    machine = StreamMachine(config, MemStore(store_config(in_memory)))
-    state = _state_dict(machine.store.state(), consumer_count=0)
-    return {"config": machine.engine.config.to_dict(), "state": state,
-            "created_ns": created_ns, "cluster": {"raft_group": group, "leader": leader},
-            "leader": leader}
 
 
 class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
@@ -520,8 +493,6 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
     async def check_update(self, config: dict[str, Any]) -> None:
         """Raise the error an update to ``config`` would get, without proposing it."""
         self._require_writable()
-        from rayjet.api.validate_stream import validate_stream_update
-
         validate_stream_update(self.engine.config, StreamConfig.from_dict(config))
 
     # -- membership (leader) ----------------------------------------------------------------
@@ -545,7 +516,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         engine, store = self.engine, self.machine.store
         st = store.state()
         # the consumer count is of the consumers run here: the client adds the catalogue's
-        state = _state_dict(st, consumer_count=len(self.leader_consumers))
+        state = state_dict(st, consumer_count=len(self.leader_consumers))
         if deleted_details:
             state["deleted"] = list(st.deleted)
         if subjects_filter:
@@ -559,7 +530,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         info: dict[str, Any] = {"raft_group": self.group_name, "leader": group.leader}
         replicas = self.host.replicas()
         if replicas is not None:
-            info["leader_since"] = _ts(self._leader_since)
+            info["leader_since"] = timestamp(self._leader_since)
             info["replicas"] = replicas
         return info
 
@@ -579,7 +550,7 @@ class StreamReplica(ReplicaShell, StreamBackupCalls, GroupMembershipCalls):
         else:
             raise error_for("BAD_REQUEST", err="give seq, last_by_subject or next_by_subject")
         return {"subject": m.subject, "seq": m.seq, "data": m.data, "hdrs": m.hdr or None,
-                "time": _ts(m.ts), "stream": self.engine.name}
+                "time": timestamp(m.ts), "stream": self.engine.name}
 
     async def get_msgs(self, req: dict[str, Any], direct: bool = True) -> dict[str, Any]:
         """A batched or multi_last get in one call (see :mod:`rayjet.engine.direct_get`)."""

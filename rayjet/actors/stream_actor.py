@@ -5,7 +5,7 @@ replica's actor also runs the replicas of its stream's durable consumers that li
 it (consumer replica ``i`` beside stream replica ``i``), so an R3 stream with any number of
 R3 durable consumers is three processes. Each consumer replica keeps its own raft group,
 log and state; only the process is shared. The actor answers the calls of a replica host
-(:class:`~rayjet.actors.host.ReplicaHost`: place, call, deliver, remove, release, names),
+(:class:`~rayjet.actors.replica_host.ReplicaHost`: place, call, deliver, remove, release, names),
 so routers, raft peers and the meta reach a consumer replica here as in a shared host.
 
 A restarted actor (Ray re-runs ``__init__``) starts its consumer replicas again from its
@@ -23,9 +23,9 @@ from typing import Any
 
 import ray
 
-from rayjet.actors.host import ReplicaHost, registry_dir
 from rayjet.actors.host_pools import place_hosted
 from rayjet.actors.names import stream_actor_name
+from rayjet.actors.replica_host import ReplicaHost, registry_dir
 from rayjet.actors.stream import StreamReplica
 
 log = logging.getLogger(__name__)

@@ -52,6 +52,7 @@ from rayjet.api.objectstore import (
     validate_object_store_config,
 )
 from rayjet.api.stream import (
+    STREAM_EDITABLE,
     ExternalStream,
     Placement,
     RePublish,
@@ -60,16 +61,13 @@ from rayjet.api.stream import (
     StreamSource,
     SubjectTransformConfig,
     stream_defaults,
+    validate_stream_config,
+    validate_stream_update,
 )
 from rayjet.api.validate_consumer import (
     CONSUMER_EDITABLE,
     validate_consumer_config,
     validate_consumer_update,
-)
-from rayjet.api.validate_stream import (
-    STREAM_EDITABLE,
-    validate_stream_config,
-    validate_stream_update,
 )
 
 # The config type under the name NATS clients use (the engine's transformer is

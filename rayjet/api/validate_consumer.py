@@ -14,8 +14,13 @@ from typing import Any
 
 from rayjet.api.consumer import ConsumerConfig, consumer_defaults
 from rayjet.api.enums import AckPolicy, DeliverPolicy, PriorityPolicy, RetentionPolicy
-from rayjet.api.stream import MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN, StreamConfig
-from rayjet.api.validate_stream import name_problem
+from rayjet.api.stream import (
+    MAX_DESCRIPTION_LEN,
+    MAX_METADATA_LEN,
+    MAX_NAME_LEN,
+    StreamConfig,
+    name_problem,
+)
 from rayjet.errors import InvalidConfigError
 from rayjet.subjects import is_literal, is_subset, is_valid_filter, is_valid_subject
 from rayjet.subjects import subjects_collide as _collide

@@ -20,7 +20,7 @@ def tls_context(cert: Path | None, key: Path | None, ca: Path | None = None,
                 prefix: str = "--") -> ssl.SSLContext | None:
     """The gateway's TLS context from the command's flags (``prefix``: how they are
     spelled, e.g. ``--gateway-``); a usage error when they do not go together or load."""
-    from rayjet.gateway.server import tls_context as load
+    from rayjet.gateway.tls import tls_context as load
 
     if cert is None and key is None:
         if ca is not None:

@@ -6,10 +6,9 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from rayjet.api import KeyValueConfig, ObjectInfo, ObjectStoreConfig, PubAck
+from rayjet.api import KeyValueConfig, ObjectStoreConfig, PubAck
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.api.stream_access import StoredMessage
-from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import MAX_CALL_MSGS, message_item
 from rayjet.errors import APIError, BadRequestError
 from rayjet.kv import KeyValue, bucket_of_info, delete_bucket, open_bucket
@@ -65,13 +64,6 @@ class KeyValueAPI:
             yield from map(StoredMessage._make, zip(cols["seq"], cols["subject"], cols["hdr"],
                                                     cols["data"], cols["ts"], strict=True))
             seq = cols["next"]
-
-    def object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
-                   ray_remote_args: dict[str, Any] | None = None) -> Any:
-        """A Ray object ref to the bytes of the object version ``info`` (for
-        ``ObjectStore.get_ref``): a Ray task reads and checks them; returned at once."""
-        self._check_open()
-        return object_ref(self, bucket, stream, info, ray_remote_args=ray_remote_args)
 
     # -- key-value --------------------------------------------------------------------------
     def create_key_value(self, config: KeyValueConfig | dict | None = None,

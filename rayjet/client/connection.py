@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.exceptions import AuthenticationError
@@ -16,6 +17,7 @@ from ray.exceptions import AuthenticationError
 from rayjet.actors.meta import ensure_meta
 from rayjet.actors.names import NAMESPACE
 from rayjet.actors.router import meta_router
+from rayjet.api import ObjectInfo
 from rayjet.api.account_names import GLOBAL as GLOBAL_ACCOUNT
 from rayjet.api.stream import HOSTING_KINDS
 from rayjet.client.backups import BackupsAPI
@@ -23,6 +25,7 @@ from rayjet.client.buckets import KeyValueAPI
 from rayjet.client.consumers import ConsumersAPI
 from rayjet.client.direct_reads import DirectReadsAPI
 from rayjet.client.event_hub import ensure_event_hub
+from rayjet.client.object_refs import object_ref
 from rayjet.client.publish import PublishAPI
 from rayjet.client.ray_join import RAY_SYSTEM_CONFIG, TOKEN_HINT, join_address, prepare_join
 from rayjet.client.streams import StreamsAPI
@@ -109,6 +112,16 @@ class JetStream(StreamsAPI, PublishAPI, ConsumersAPI, KeyValueAPI, DirectReadsAP
         ``cluster_size`` and ``replicas`` (each member's ``name``, ``current``, ``active``,
         ``lag``), like nats-server's ``meta_cluster``."""
         return self._meta_call("cluster_info")
+
+    def object_ref(self, bucket: str, stream: str, info: ObjectInfo, *,
+                   ray_remote_args: dict[str, Any] | None = None) -> Any:
+        """A Ray object ref to the bytes of the object version ``info`` (for
+        ``ObjectStore.get_ref``): a Ray task reads and checks them; returned at once."""
+        self._check_open()
+        # the task connects as this module's connect() does (object_refs cannot import it:
+        # this module imports the API mixins that use object stores)
+        return object_ref(self, bucket, stream, info, connect=connect,
+                          ray_remote_args=ray_remote_args)
 
     def close(self) -> None:
         """Close the connection; a Ray started by ``connect()`` is shut down with it."""

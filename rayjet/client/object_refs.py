@@ -1,14 +1,16 @@
 """Objects as Ray object refs: a Ray task reads an object's chunks from its bucket's stream.
 
 ``ObjectStore.get_ref`` (which imports no Ray) calls ``js.object_ref``; the task started
-here connects with ``rayjet.connect()`` (reusing the worker's Ray session), reads the
-version of the object the caller looked up with the object store's paged ``read_range``
-and checks its size and SHA-256, so the bytes go from the stream replicas into Ray's
-object store without passing through the client.
+here connects with the ``connect`` it is given (``rayjet.connect``, reusing the worker's Ray
+session: passed in by the connection, which imports this module), reads the version of the
+object the caller looked up with the object store's paged ``read_range`` and checks its
+size and SHA-256, so the bytes go from the stream replicas into Ray's object store without
+passing through the client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -21,9 +23,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_retries": 3}
 _connections: dict[tuple[str, float], Any] = {}  # per worker process: connect once
 
 
-def _connection(data_dir: str, timeout: float) -> Any:
-    from rayjet.client.connection import connect  # connection imports this module's users
-
+def _connection(connect: Callable[..., Any], data_dir: str, timeout: float) -> Any:
     key = (data_dir, timeout)
     js = _connections.get(key)
     if js is None or js.closed:
@@ -32,10 +32,11 @@ def _connection(data_dir: str, timeout: float) -> Any:
     return js
 
 
-def read_object(data_dir: str, timeout: float, bucket: str, stream: str,
-                info: ObjectInfo) -> bytes:
-    """The bytes of the object version ``info`` (run as a Ray task)."""
-    js = _connection(data_dir, timeout)
+def read_object(connect: Callable[..., Any], data_dir: str, timeout: float, bucket: str,
+                stream: str, info: ObjectInfo) -> bytes:
+    """The bytes of the object version ``info`` (run as a Ray task); ``connect`` as
+    ``rayjet.connect`` takes ``data_dir`` and ``timeout``."""
+    js = _connection(connect, data_dir, timeout)
     return ObjectStore(js, bucket, stream)._read_version(info)
 
 
@@ -51,12 +52,14 @@ def _leader_node(js: Any, stream: str) -> str | None:
 
 
 def object_ref(js: Any, bucket: str, stream: str, info: ObjectInfo, *,
+               connect: Callable[..., Any],
                ray_remote_args: dict[str, Any] | None = None) -> ray.ObjectRef:
-    """Start the task that reads ``info``'s version of an object; its ref, at once."""
+    """Start the task that reads ``info``'s version of an object; its ref, at once. The task
+    connects with ``connect`` (a module-level function: Ray sends it by name)."""
     options = dict(DEFAULT_OPTIONS)
     node = _leader_node(js, stream)
     if node:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
     options.update(ray_remote_args or {})
     return _read_object_task.options(**options).remote(
-        str(js.data_dir), float(js.timeout), bucket, stream, info)
+        connect, str(js.data_dir), float(js.timeout), bucket, stream, info)

@@ -22,7 +22,7 @@ import msgpack
 
 from rayjet.api import StreamConfig
 from rayjet.api.enums import RetentionPolicy
-from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
+from rayjet.api.stream import validate_stream_config, validate_stream_update
 from rayjet.clock import NANOS_PER_SECOND, SYSTEM_CLOCK, Clock
 from rayjet.engine import schedules as S
 from rayjet.engine.ack_sync import AckSummary, sync_seqs

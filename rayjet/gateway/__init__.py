@@ -16,7 +16,7 @@ _WHERE = {
     "GatewayThread": "rayjet.gateway.embedded",
     "JetStreamBridge": "rayjet.gateway.jetstream",
     "serve": "rayjet.gateway.embedded",
-    "tls_context": "rayjet.gateway.server",
+    "tls_context": "rayjet.gateway.tls",
 }
 
 

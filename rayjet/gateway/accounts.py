@@ -17,6 +17,7 @@ from typing import Any
 from rayjet.auth import GLOBAL, Identity, ServerAuth, parse_file
 from rayjet.auth.permissions import Permissions, Replies
 from rayjet.gateway.interest import Interest, Subscription
+from rayjet.gateway.tls import tls_context
 from rayjet.subjects import SubjectTransform, is_literal, is_subset, subject_matches
 
 
@@ -77,8 +78,6 @@ def tls_from_config(auth: ServerAuth) -> Any:
     """The server TLS context the configuration's tls block asks for, or None."""
     if not auth.tls:
         return None
-    from rayjet.gateway.server import tls_context
-
     t = auth.tls
     verify = t.get("verify") or t.get("verify_and_map")
     try:

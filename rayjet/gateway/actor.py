@@ -10,7 +10,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayjet.actors.names import NAMESPACE
 from rayjet.gateway.embedded import GatewayThread
-from rayjet.gateway.server import GatewayOptions, tls_context
+from rayjet.gateway.server import GatewayOptions
+from rayjet.gateway.tls import tls_context
 
 
 class GatewayActor:

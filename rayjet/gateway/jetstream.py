@@ -35,10 +35,10 @@ from rayjet.gateway import protocol as P
 from rayjet.gateway.backups import Backups
 from rayjet.gateway.events import follow_events
 from rayjet.gateway.links import ConsumerLinks
+from rayjet.gateway.protocol import no_responders_header
 from rayjet.gateway.publishing import Publisher
 from rayjet.gateway.pull_request import pin_of, pull_request
 from rayjet.gateway.pushing import FC_PREFIX, PushPump
-from rayjet.gateway.server import no_responders_header
 from rayjet.subjects import matches_any, subject_matches
 
 log = logging.getLogger(__name__)

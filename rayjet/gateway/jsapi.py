@@ -27,8 +27,8 @@ from rayjet.errors import (
     error_for,
 )
 from rayjet.errors.table import ERRORS
+from rayjet.gateway.protocol import SERVER_VERSION
 from rayjet.gateway.pull_request import go_kind
-from rayjet.gateway.server import SERVER_VERSION
 from rayjet.subjects import subjects_collide
 
 API_PREFIX = "$JS.API."

@@ -14,6 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+# the nats-server release whose JetStream behaviour rayjet follows (clients gate features
+# on the version INFO reports)
+SERVER_VERSION = "2.15.1"
 MAX_CONTROL_LINE = 4096  # nats-server's MAX_CONTROL_LINE_SIZE
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
@@ -85,6 +88,11 @@ def status_header(code: int, description: str = "",
     line = f"NATS/1.0 {code} {description}".rstrip() if description else f"NATS/1.0 {code}"
     rest = "".join(f"{k}: {v}\r\n" for k, v in extra or ())
     return f"{line}\r\n{rest}\r\n".encode()
+
+
+def no_responders_header(subject: str) -> bytes:
+    """The 503 a request nobody answered gets back, naming its subject as nats-server's."""
+    return status_header(503, extra=[("Nats-Subject", subject)])
 
 
 def _text(raw: bytes) -> str:

@@ -40,33 +40,13 @@ from rayjet.gateway.accounts import (
 )
 from rayjet.gateway.interest import Interest, Subscription
 from rayjet.gateway.monitor_docs import MAX_CLOSED, ServerStats, Traffic
+from rayjet.gateway.protocol import SERVER_VERSION, no_responders_header
 
 log = logging.getLogger(__name__)
 
-# the nats-server release whose JetStream behaviour rayjet follows (clients gate features
-# on the version INFO reports)
-SERVER_VERSION = "2.15.1"
 SLOW_CONSUMER_BYTES = 64 * 1024 * 1024  # a client this far behind is cut off
 JS_API = "$JS.API."
-
-
-def no_responders_header(subject: str) -> bytes:
-    """The 503 a request nobody answered gets back, naming its subject as nats-server's."""
-    return P.status_header(503, extra=[("Nats-Subject", subject)])
-
 TLS_HANDSHAKE_TIMEOUT = 5.0
-
-
-def tls_context(cert: str, key: str, ca: str | None = None) -> ssl.SSLContext:
-    """A server-side TLS context from PEM files (OSError or ssl.SSLError when they cannot be
-    loaded). ``ca``: mutual TLS, as nats-server's ``verify``: every client must present a
-    certificate these CA certificates signed, or its handshake fails."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(str(cert), str(key))
-    if ca:
-        ctx.load_verify_locations(cafile=str(ca))
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
 
 
 @dataclass

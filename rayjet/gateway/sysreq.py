@@ -27,7 +27,7 @@ from typing import Any
 
 from rayjet.engine import sys_requests as sr
 from rayjet.errors import APIError
-from rayjet.gateway.server import SERVER_VERSION, no_responders_header
+from rayjet.gateway.protocol import SERVER_VERSION, no_responders_header
 
 log = logging.getLogger(__name__)
 

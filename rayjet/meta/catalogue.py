@@ -24,9 +24,13 @@ from rayjet.api.account import NO_LIMITS, AccountLimits, within_ack_pending
 from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.enums import StorageType
-from rayjet.api.stream import DEDICATED_HOSTING, StreamConfig
+from rayjet.api.stream import (
+    DEDICATED_HOSTING,
+    StreamConfig,
+    validate_stream_config,
+    validate_stream_update,
+)
 from rayjet.api.validate_consumer import validate_consumer_config, validate_consumer_update
-from rayjet.api.validate_stream import validate_stream_config, validate_stream_update
 from rayjet.errors import (
     BadRequestError,
     ConsumerNotFoundError,

@@ -41,6 +41,7 @@ from rayjet.sim.replica_faults import (
     KNOWN_FAILING,
     MUTATIONS,
 )
+from rayjet.sim.replica_state import Proposal, SimReplica
 
 REPLICA_IDS = ("n1", "n2", "n3")
 TICK_SECONDS = 0.05  # the manual clock moves one actor tick per simulated tick
@@ -148,46 +149,6 @@ class ReplicaResult:
     tick: int = 0
     phase: str = ""
     stats: ReplicaStats = field(default_factory=ReplicaStats)
-
-
-@dataclass
-class Proposal:
-    term: int
-    msgs: list[Msg]
-
-
-class SimReplica:
-    """One replica: its files and, while up, what its actor would hold."""
-
-    def __init__(self, rid: str, root: str) -> None:
-        self.id = rid
-        self.root = root  # the unit of power loss and disk faults
-        self.dir = os.path.join(root, "r")  # the actor's replica directory
-        self.up = False
-        self.incarnation = 0
-        self.group: ReplicaGroup | None = None
-        self.machine: StreamMachine | None = None
-        self.failed: str | None = None  # stopped: why (the actor is up, its group is not)
-        self.down_until = 0
-        self.ready_index: int | None = None
-        self.held: list[Message] = []
-        self.sync_scheduled = False
-        self.pending: dict[int, Proposal] = {}
-        self.copy: StoreCopy | None = None
-        self.serving_since = -1  # tick the engine took writes (-1: not serving)
-        # lost power and its log has not fsynced since: wal.synced, which says how much of
-        # wal.log was fsynced, is never fsynced itself, so the cut took it
-        self.claim_stale = False
-        # its store was damaged and it is not well again yet (see power-loss-during-store-repair)
-        self.repairing_store = False
-
-    @property
-    def active(self) -> bool:
-        """Up and taking part in its group."""
-        return self.up and self.failed is None
-
-    def serving(self) -> bool:
-        return (self.active and self.group.is_leader and self.machine.engine.is_leader)
 
 
 class _Stop(Exception):

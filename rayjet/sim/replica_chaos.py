@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import TYPE_CHECKING
 
 from rayjet.sim.faultfs import FAULT_KINDS
 from rayjet.sim.replica_faults import DAMAGE_CLASSES
-
-if TYPE_CHECKING:
-    from rayjet.sim.replica import SimReplica
+from rayjet.sim.replica_state import SimReplica
 
 
 class ReplicaChaos:

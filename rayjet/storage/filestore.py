@@ -151,6 +151,7 @@ class FileStore(BaseStore):
 
     # -- what recovery (recovery.py, scrub.py) reads and sets --------------------------------
     # the only way they reach the store's state, so its fields can change behind them
+    # (named for them in recovering.RecoveringStore)
     @property
     def index(self) -> Index:
         """The in-RAM index recovery fills (from index files, or frame by frame)."""

@@ -10,7 +10,6 @@ the last block is cut off so new records follow the last complete one.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,9 +19,7 @@ from rayjet.storage import record as rec
 from rayjet.storage import scrub
 from rayjet.storage.block import Damage, scan
 from rayjet.storage.blockindex import read_table
-
-if TYPE_CHECKING:
-    from rayjet.storage.filestore import FileStore
+from rayjet.storage.recovering import RecoveringStore
 
 _OFF_BITS = 40
 
@@ -36,7 +33,7 @@ def frame_top(buf, f) -> int:
     return f.seq
 
 
-def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
+def replay(store: RecoveringStore, start: tuple[int, int] = (0, 0)) -> None:
     """Apply the frames from block ``start[0]`` offset ``start[1]`` on (all by default).
 
     A seq the frames jump over right after damage (or a missing block) is lost; so is,
@@ -100,7 +97,7 @@ def replay(store: FileStore, start: tuple[int, int] = (0, 0)) -> None:
     store.forget_ttls_of_removed()  # later frames removed them
 
 
-def _indexed_first(store: FileStore, numbers: list[int]) -> int:
+def _indexed_first(store: RecoveringStore, numbers: list[int]) -> int:
     """Where the store began: the first seq the earliest readable index file records (an
     index file records the store's first seq when it was written, which only grows), or
     1 when none can be read but the store's very first block is there. A message missing
@@ -112,7 +109,7 @@ def _indexed_first(store: FileStore, numbers: list[int]) -> int:
     return 1 if numbers and numbers[0] == 1 else 0
 
 
-def _indexed_but_gone(store: FileStore, no: int, buf, hurt: bool) -> None:
+def _indexed_but_gone(store: RecoveringStore, no: int, buf, hurt: bool) -> None:
     """In a full replay: the messages a damaged (or cut short) block's index file lists
     that its frames no longer hold are lost."""
     got = read_table(store.block(no).index_path, store.codec)
@@ -128,7 +125,7 @@ def _indexed_but_gone(store: FileStore, no: int, buf, hurt: bool) -> None:
         idx.skip(idx.last + 1, gone[-1] - idx.last)
 
 
-def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
+def _apply_msg(store: RecoveringStore, buf, f, no: int, codec) -> None:
     idx = store.index
     if f.seq <= idx.last:
         return
@@ -149,7 +146,7 @@ def _apply_msg(store: FileStore, buf, f, no: int, codec) -> None:
             store.track_ttls(no, [[f.seq, f.ts, ttl]])
 
 
-def _apply_control(store: FileStore, buf, f, top: int) -> None:
+def _apply_control(store: RecoveringStore, buf, f, top: int) -> None:
     idx = store.index
     kind = f.kind
     lost = store.lost
@@ -184,7 +181,7 @@ def cut_offset(buf, seq: int) -> int:
 
 
 # -- reopening from a checkpoint -------------------------------------------------------------
-def load_checkpoint(store: FileStore) -> bool:
+def load_checkpoint(store: RecoveringStore) -> bool:
     """Load what the latest checkpoint describes, verifying every block it covers
     (:mod:`rayjet.storage.scrub`), then replay only the frames after it.
 
@@ -213,7 +210,7 @@ def load_checkpoint(store: FileStore) -> bool:
     return True
 
 
-def _apply(store: FileStore, ck: ckp.Checkpoint, checks: list[scrub.BlockCheck]) -> bool:
+def _apply(store: RecoveringStore, ck: ckp.Checkpoint, checks: list[scrub.BlockCheck]) -> bool:
     """Fill the index from the blocks' tables and the checkpoint; False when they disagree.
     Live seqs no table holds must lie in blocks found damaged: they are lost."""
     ids: dict[str, int] = {}
@@ -274,7 +271,7 @@ def _explained(missing: np.ndarray, checks: list[scrub.BlockCheck], have: int,
     return total == want if None not in sizes else total < want
 
 
-def _forget(store: FileStore) -> None:
+def _forget(store: RecoveringStore) -> None:
     """Undo a partial load before a full replay."""
     store.reset_recovered()
 

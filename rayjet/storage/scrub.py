@@ -22,17 +22,14 @@ import os
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rayjet.storage import record as rec
 from rayjet.storage.block import Block, Damage, Frame, crc_of, scan
 from rayjet.storage.blockindex import Table, frames_table, read_table
-
-if TYPE_CHECKING:
-    from rayjet.storage.checkpoint import Checkpoint
-    from rayjet.storage.filestore import FileStore
+from rayjet.storage.checkpoint import Checkpoint
+from rayjet.storage.recovering import RecoveringStore
 
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 
@@ -60,7 +57,7 @@ class Verification:
     filled meanwhile); :meth:`finish` waits for them and takes from the loaded index the
     messages of a block that failed whose records are not intact."""
 
-    def __init__(self, store: FileStore, ck: Checkpoint) -> None:
+    def __init__(self, store: RecoveringStore, ck: Checkpoint) -> None:
         self.store = store
         self.checks: list[BlockCheck] = []
         self._pool: ThreadPoolExecutor | None = None
@@ -138,7 +135,7 @@ class Verification:
             self._pool = None
 
 
-def _index_table(store: FileStore, blk: Block, size: int,
+def _index_table(store: RecoveringStore, blk: Block, size: int,
                  digest: str) -> tuple[Table | None, bytes]:
     """The block's index file when it is the one the checkpoint trusted."""
     got = read_table(blk.index_path, store.codec) if digest else None
@@ -165,7 +162,8 @@ def _tail_rewritten(blk: Block, size: int, tail: str) -> bool:
     return False
 
 
-def _decode_rest(store: FileStore, blk: Block, start: int, size: int, chk: BlockCheck) -> None:
+def _decode_rest(store: RecoveringStore, blk: Block, start: int, size: int,
+                 chk: BlockCheck) -> None:
     """Decode the frames in ``[start, size)`` that no index file covers."""
     end = min(size, blk.size)
     if end < size:
@@ -183,7 +181,7 @@ def _decode_rest(store: FileStore, blk: Block, start: int, size: int, chk: Block
         store.note_damage(blk.no, [(start + d.offset, start + d.end) for d in damage])
 
 
-def _check_slowly(store: FileStore, blk: Block, size: int, table: Table | None,
+def _check_slowly(store: RecoveringStore, blk: Block, size: int, table: Table | None,
                   chk: BlockCheck) -> None:
     """Record by record: the rows of ``table`` against the frames on disk, then the frames
     after what it covers."""
@@ -253,7 +251,7 @@ def gone_rows(no: int, buf, table: Table) -> list[int] | None:
     return sorted(chk.lost)
 
 
-def _classify(store: FileStore | None, no: int, buf, table: Table, good: np.ndarray,
+def _classify(store: RecoveringStore | None, no: int, buf, table: Table, good: np.ndarray,
               chk: BlockCheck) -> None:
     """Sort the rows that failed :func:`intact_rows` into erased and lost; a valid frame of
     another record at a row's offset means the index file is stale."""

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from rayjet.actors import host as host_mod
-from rayjet.actors.host import NotHostedError, ReplicaHost
+from rayjet.actors import replica_host as host_mod
+from rayjet.actors.host import NotHostedError
+from rayjet.actors.replica_host import ReplicaHost
 
 
 class Replica:
