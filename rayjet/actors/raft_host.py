@@ -404,10 +404,8 @@ class RaftHost:
             if self.group.failure is not None:  # it stopped: nothing in flight will commit here
                 self._fail_waiters(exc)
             raise
-        if out.sync_first:
-            self._schedule_sync()
         if out.messages:
-            hold = self._sync_scheduled
+            hold = out.sync_first or self._sync_scheduled
             by_peer: dict[str, list[Message]] = defaultdict(list)
             for m in out.messages:
                 if hold and m.type == MessageType.APP_RESP:
@@ -416,6 +414,12 @@ class RaftHost:
                 else:
                     by_peer[m.to].append(m)
             self._send_all(by_peer)
+        if out.sync_first:
+            # after the sends: the leader's appends are on their way to the followers (the
+            # senders' wake-ups are queued first) while its own fsync runs, as etcd's
+            # leader writes to its disk in parallel with replicating; it counts itself
+            # only once the fsync is done
+            self._schedule_sync()
         for peer in out.snapshots_sent:
             self.group.report_snapshot(peer, True)
         for cc, _conf in out.conf_changes:
