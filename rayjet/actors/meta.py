@@ -33,7 +33,7 @@ from rayjet.actors.names import meta_actor_name, stream_actor_name
 from rayjet.actors.on_demand import starts_on_demand
 from rayjet.actors.raft_host import RaftHost, meta_group_options
 from rayjet.actors.replica_shell import ReplicaShell, awaited
-from rayjet.actors.router import PeerSender
+from rayjet.actors.router import PeerSender, stream_router
 from rayjet.actors.self_start import start_when_restarted
 from rayjet.actors.stream_info import new_stream_info
 from rayjet.actors.wire_values import META_REQUESTS
@@ -91,6 +91,7 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
         # new streams whose replicas are being placed (their control-store calls run in a
         # thread beside the creation's answer): changes of the stream wait for it
         self._placing: dict[str, asyncio.Future] = {}
+        self._routers: dict[str, tuple[Any, Any]] = {}  # stream -> ((group, peers), router)
         self._updating: dict[str, int] = {}  # streams whose membership this leader changes
         self._update_locks: dict[str, asyncio.Lock] = {}
         self.collected: dict[str, int] = {"runs": 0, "actors": 0, "dirs": 0, "skipped": 0}
@@ -537,10 +538,21 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
         await consumer_replicas.ensure_consumer_replicas(ca, sa, self.data_dir, assignment_dict(sa))
         return consumer_dict(ca)
 
-    @staticmethod
-    async def _leader_consumer_names(sa: StreamAssignment) -> list[str]:
-        _, leader = await stream_replicas.find_leader(sa)
-        return await leader.leader_consumer_names.remote()
+    async def _leader_consumer_names(self, sa: StreamAssignment) -> list[str]:
+        """The ephemeral consumers the stream's leader runs: one data-plane request to the
+        leader (it was a status call to each replica, then an actor call)."""
+        return await self._stream_router(sa).acall(
+            "leader_consumer_names", timeout=replica_actors.GROUP_READY_TIMEOUT)
+
+    def _stream_router(self, sa: StreamAssignment) -> Any:
+        """A router to ``sa``'s leader, kept while its replicas stay the same."""
+        key = (sa.group, sa.peers)
+        router = self._routers.get(sa.name)
+        if router is None or router[0] != key:
+            if len(self._routers) >= 10_000:
+                self._routers.clear()
+            router = self._routers[sa.name] = (key, stream_router(assignment_dict(sa)))
+        return router[1]
 
     async def _register_interest(self, sa: StreamAssignment, cfg: ConsumerConfig, *,
                                  remove: bool) -> None:
