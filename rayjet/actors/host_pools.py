@@ -48,14 +48,20 @@ def host_on(node: str | None, key: str, data_dir: Any,
     placement) that runs replica ``key``: one of a small pool per node (:func:`host_index`),
     created when missing. Pinned to its node: a hosted replica never drifts to another node
     (or region) with its host. ``new``: ``key`` never ran anywhere (no record to look up)."""
+    name, node = host_name_for(node, key, config, new=new)
+    # asked each time (not cached): a host killed for good is created again here
+    return name, _host_actor(name, node, data_dir)
+
+
+def host_name_for(node: str | None, key: str, config: StreamConfig | None = None, *,
+                  new: bool = False) -> tuple[str, str]:
+    """The name of the host :func:`host_on` gives replica ``key``, and its live node,
+    without creating the host."""
     node = live_node_for(node, config)
     known = None if new else hosted_on(key)
     if known is not None and known.startswith(host_actor_name(node, 0)[:-1]):
-        name = known  # keep it where it ran (its spec file is there), whatever the pool
-    else:
-        name = host_actor_name(node, host_index(key, hosts_per_node()))
-    # asked each time (not cached): a host killed for good is created again here
-    return name, _host_actor(name, node, data_dir)
+        return known, node  # keep it where it ran (its spec file is there), whatever the pool
+    return host_actor_name(node, host_index(key, hosts_per_node())), node
 
 
 def _host_actor(name: str, node: str, data_dir: Any) -> Any:

@@ -253,7 +253,7 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
             sa = await self._commit(op)
             events.post([events.stream_action(sa.name, "update" if existing else "create")])
             if _answers_unstarted(sa.config):
-                return self._start_new_stream(sa)
+                return await self._start_new_stream(sa)
         rid, leader, info = await stream_replicas.ensure_stream_replicas(sa, self.data_dir)
         if info is None:
             try:
@@ -262,7 +262,7 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
                 info = None
         return {"assignment": assignment_dict(sa), "leader": rid, "info": info}
 
-    def _start_new_stream(self, sa: StreamAssignment) -> dict[str, Any]:
+    async def _start_new_stream(self, sa: StreamAssignment) -> dict[str, Any]:
         """Answer a new stream's creation without waiting for its replicas: its info is
         known (see new_stream_info) and the first call to its leader waits for it (a
         client's router retries a replica not found yet). Placing the replicas (the host's
@@ -270,7 +270,9 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
         beside the answer; a change or deletion of the stream waits for it
         (:meth:`_until_placed`). A replica that fails to start is logged here and started
         again by reconciliation. One that rests until used (on_demand.starts_on_demand) is
-        only recorded: it has nothing to start."""
+        only recorded: it has nothing to start. Its replicas' hosts are recorded before
+        the answer, so their names find them at once, as before any placement ran."""
+        await asyncio.to_thread(stream_replicas.record_new_replicas, sa)
         placing = asyncio.ensure_future(asyncio.to_thread(
             stream_replicas.start_stream_replicas, sa, self.data_dir, new=True))
         self._placing[sa.name] = placing

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import ray
 
 from rayjet.actors.autoscaling import clear_capacity_request, request_capacity
-from rayjet.actors.host_pools import place_hosted
+from rayjet.actors.host import record_hosted
+from rayjet.actors.host_pools import host_name_for, place_hosted
 from rayjet.actors.names import stream_actor_name
 from rayjet.actors.node_selection import is_stretch, recent_ray_nodes, unique_tag_for
 from rayjet.actors.on_demand import starts_on_demand
@@ -176,6 +177,15 @@ def start_stream_replicas(sa: StreamAssignment, data_dir: Any,
     ``new``: the stream was just made (see :func:`create_replica`)."""
     return {rid: create_replica(sa, rid, node, data_dir, new=new)
             for rid, node in (sa.peers if peers is None else peers)}
+
+
+def record_new_replicas(sa: StreamAssignment) -> None:
+    """Record where each replica of a new shared stream will run, so its name finds it at
+    once (a call that comes before its host has placed it waits for the placement).
+    Blocking: a control-store write per replica."""
+    for rid, node in sa.peers:
+        name = stream_actor_name(sa.group, rid)
+        record_hosted(name, host_name_for(node, name, sa.config, new=True)[0])
 
 
 def preferred_replica(sa: StreamAssignment) -> str:
