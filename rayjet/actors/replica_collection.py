@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Container, Iterable
 from typing import Any
 
@@ -35,16 +36,25 @@ def _named_actors() -> list[str]:
 
 
 async def _host_listing(name: str, timeout: float) -> list[str] | None:
-    """The replicas host ``name`` runs; None when it does not answer within ``timeout``."""
-    try:
-        handle = _host_handles.get(name)
-        if handle is None:
-            handle = _host_handles[name] = await asyncio.to_thread(
-                ray.get_actor, name, namespace=NAMESPACE)
-        return await asyncio.wait_for(as_future(handle.names.remote()), timeout)
-    except (TimeoutError, ray.exceptions.RayError, ValueError):
-        _host_handles.pop(name, None)
-        return None
+    """The replicas host ``name`` runs; None when it does not answer within ``timeout``.
+    A kept handle that fails is looked up again once: the host may have been killed for
+    good and created again under its name since (the kept handle names the dead actor, and
+    its replicas, running in the new one, would have been left out of this listing)."""
+    deadline = time.monotonic() + timeout
+    for kept in (True, False):
+        try:
+            handle = _host_handles.get(name) if kept else None
+            if handle is None:
+                kept = False
+                handle = _host_handles[name] = await asyncio.to_thread(
+                    ray.get_actor, name, namespace=NAMESPACE)
+            return await asyncio.wait_for(as_future(handle.names.remote()),
+                                          max(deadline - time.monotonic(), 0.001))
+        except (TimeoutError, ray.exceptions.RayError, ValueError) as err:
+            _host_handles.pop(name, None)
+            if not kept or isinstance(err, TimeoutError):
+                return None
+    return None
 
 
 async def running_replicas(timeout: float = PING_TIMEOUT,

@@ -24,6 +24,7 @@ from rayjet.api import AckPolicy
 from rayjet.errors import BadRequestError, InvalidConfigError
 from rayjet.meta import StreamAssignment
 from tests.cluster.test_quiescence import publish_retrying
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("drop_new_streams")
 
@@ -357,3 +358,21 @@ def test_streams_deleted_as_soon_as_made_leave_no_replica(js, stream_name):
     while any(hosted_of(n) for n in names):
         assert time.monotonic() < deadline, {n: hosted_of(n) for n in names if hosted_of(n)}
         time.sleep(0.1)
+
+
+def test_a_host_created_again_under_its_name_is_listed(js, stream_name):
+    """A listing that kept the handle of a host killed for good still finds the replicas
+    its successor (created again under the same name) runs."""
+    from rayjet.actors.replica_collection import running_replicas
+
+    js.add_stream(StreamConfig(name=stream_name, subjects=[f"{stream_name}.>"],
+                               hosting="shared"))
+    js.publish(f"{stream_name}.a", b"before")
+    (replica, host), = hosted_of(stream_name).items()
+    assert replica in asyncio.run(running_replicas())  # keeps the host's handle
+    ray.kill(ray.get_actor(host, namespace=NAMESPACE), no_restart=True)
+    # the meta's reconciliation places the replica again, in a new host of the same name
+    wait_for(lambda: ray.get(find_replica(replica).ping.remote(), timeout=10), timeout=60,
+             what="the replica running again", retry_on=(ValueError, ray.exceptions.RayError))
+    assert hosted_of(stream_name) == {replica: host}
+    assert replica in asyncio.run(running_replicas())
