@@ -440,6 +440,22 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
             out.append(assignment_dict(sa))
         return out
 
+    async def streams_since(self, since: int) -> dict[str, Any]:
+        """What a copy of the stream assignments at applied index ``since`` lacks, after
+        confirming the leadership (as :meth:`list_streams`): ``{"applied", "changed":
+        [assignment], "removed": [name]}``, or every stream (``{"applied", "streams"}``)
+        where this leader cannot tell (``since`` -1, older than it tracks, or ahead of it:
+        then ``reset`` too). A listing then costs what changed since the last one."""
+        await self._read()
+        applied = self.catalogue.applied_index
+        delta = self.catalogue.changes_since(since) if 0 <= since <= applied else None
+        if delta is None:
+            streams = [assignment_dict(sa) for sa in self.catalogue.streams.values()]
+            return {"applied": applied, "streams": streams, "reset": since > applied}
+        changed, removed = delta
+        return {"applied": applied, "changed": [assignment_dict(sa) for sa in changed],
+                "removed": removed}
+
     async def watch_streams(self, since: int, timeout: float, linearizable: bool = False,
                             changes: bool = False) -> dict[str, Any]:
         """Every stream's assignment once the catalogue has moved past applied index

@@ -8,7 +8,6 @@ engine's imports, so a host restores its records without loading them.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def never_started(spec: tuple[str, tuple, dict]) -> bool:
 
 RESTING_ANSWERS = frozenset({"ping", "ready", "info", "leader_id"})
 RESTING_INFOS = 10_000  # resting streams' infos kept built in this process (a listing asks)
-_resting_infos: dict[tuple, dict[str, Any]] = {}
+_resting_infos: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
 def resting_answer(spec: tuple[str, tuple, dict], method: str, args: tuple,
@@ -62,13 +61,16 @@ def resting_answer(spec: tuple[str, tuple, dict], method: str, args: tuple,
     if method == "info" and (any(args) or any(kwargs.values())):
         return False, None  # subject totals or deleted details: ask the store
     created_ns = spec_kwargs.get("created_ns", 0)
-    key = (group, replica_id, created_ns, json.dumps(config, sort_keys=True, default=str))
-    known = _resting_infos.get(key)
-    if known is None:  # an engine over an empty store says it: worth building once
+    key = (group, replica_id, created_ns)
+    kept = _resting_infos.get(key)
+    # the same config (most often the very dict of the host's record): the info built
+    if kept is not None and (kept[0] is config or kept[0] == config):
+        known = kept[1]
+    else:  # an engine over an empty store says it: worth building once
         if len(_resting_infos) >= RESTING_INFOS:
             _resting_infos.clear()
-        known = _resting_infos[key] = new_stream_info(StreamConfig.from_dict(config),
-                                                      created_ns, group, replica_id)
+        known = new_stream_info(StreamConfig.from_dict(config), created_ns, group, replica_id)
+        _resting_infos[key] = (config, known)
     info = {**known, "cluster": dict(known["cluster"])}
     since = datetime.fromtimestamp(created_ns / 1e9, tz=UTC) if created_ns else None
     info["cluster"].update(leader_since=since, replicas=[])

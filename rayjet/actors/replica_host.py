@@ -44,6 +44,16 @@ def _no_raft_messages(messages: list) -> None:
     raise ValueError("a replica host takes no raft messages of its own")
 
 
+def _warm_resting_info(spec: tuple[str, tuple, dict]) -> None:
+    """Make a resting stream replica's info answer (see on_demand.resting_answer), kept
+    for the requests that come: the first listing of hundreds of new streams waited for
+    all of them."""
+    try:
+        resting_answer(spec, "info", (), {})
+    except Exception:  # noqa: BLE001 - made when asked, then
+        log.debug("a resting replica's info could not be made ahead", exc_info=True)
+
+
 class ReplicaHost:
     """Plain class; :mod:`rayjet.actors.host_pools` wraps it with ``ray.remote``."""
 
@@ -179,6 +189,8 @@ class ReplicaHost:
             if on_demand and never_started(spec):
                 self.resting[name] = spec
                 self._arrived(name)
+                if kind == "stream":  # its info made now, between requests, not in a listing's
+                    asyncio.get_running_loop().call_soon(_warm_resting_info, spec)
             else:
                 self._start_replica(name, *spec)
             self._save(name, spec)
@@ -287,19 +299,26 @@ class ReplicaHost:
         does not lead, or fails to answer; a resting replica answers from its record."""
         self.restore()
 
-        async def one(name: str) -> dict[str, Any] | None:
-            spec = self.resting.get(name)
-            if spec is not None:
-                return resting_answer(spec, "info", (), {})[1]
-            replica = self.replicas.get(name)
-            if replica is None:
-                return None
+        async def one(replica: Any) -> dict[str, Any] | None:
             try:
                 return await replica.info()
             except Exception:  # noqa: BLE001 - not the leader, or busy: asked on its own
                 return None
 
-        return dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
+        out: dict[str, dict[str, Any] | None] = {}
+        running: dict[str, Any] = {}
+        for name in names:
+            spec = self.resting.get(name)
+            if spec is not None:  # answered from its record: no task for it
+                out[name] = resting_answer(spec, "info", (), {})[1]
+            elif name in self.replicas:
+                running[name] = self.replicas[name]
+            else:
+                out[name] = None
+        if running:
+            answers = await asyncio.gather(*(one(r) for r in running.values()))
+            out.update(zip(running, answers, strict=True))
+        return {name: out[name] for name in names}
 
     async def ping(self) -> str:
         self.restore()

@@ -67,7 +67,7 @@ CONSUMER_REQUESTS = frozenset({
 # what a meta member serves: the catalogue's reads and the changes clients ask for (a
 # long poll, status and operators' tools stay on actor calls)
 META_REQUESTS = frozenset({
-    "stream_assignment", "list_streams", "limits", "account_usage", "lookup_subject",
+    "stream_assignment", "list_streams", "streams_since", "limits", "account_usage", "lookup_subject",
     "consumer_assignment", "list_consumers", "add_stream", "update_stream", "delete_stream",
     "add_consumer", "delete_consumer", "set_limits", "cluster_info",
 })

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar
@@ -153,10 +153,13 @@ class Wire:
         except TypeError as exc:  # a required field is missing
             raise InvalidConfigError(f"incomplete {cls.__name__}: {exc}") from None
 
-    def to_dict(self) -> dict[str, Any]:
-        """NATS JSON: wire names, ns durations, RFC 3339 times; unset fields are left out."""
+    def to_dict(self, omit: Container[str] = ()) -> dict[str, Any]:
+        """NATS JSON: wire names, ns durations, RFC 3339 times; unset fields are left out,
+        and those named in ``omit``."""
         out: dict[str, Any] = {}
         for info in _fields(type(self)):
+            if info.name in omit:
+                continue
             value = getattr(self, info.name)
             if value is None:
                 continue

@@ -126,11 +126,11 @@ def to_rfc3339(dt: datetime | None) -> str | None:
     """An aware datetime to RFC 3339 in UTC with a ``Z`` suffix (fraction trimmed)."""
     if dt is None:
         return None
-    dt = dt.astimezone(UTC)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if dt.microsecond:
-        text += ("." + f"{dt.microsecond:06d}").rstrip("0")
-    return text + "Z"
+    if dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    # isoformat (C) rather than strftime: listings write thousands of these
+    text = dt.replace(tzinfo=None).isoformat()
+    return (text.rstrip("0") if dt.microsecond else text) + "Z"
 
 
 _RFC3339 = re.compile(

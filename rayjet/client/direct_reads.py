@@ -90,7 +90,7 @@ class DirectReadsAPI:
             return self._stream_call(name, "get_msgs", req, True, any_replica=True)
         except (ServiceUnavailableError, TimeoutError, StreamNotFoundError) as first:
             err: Exception = first
-        for a in self._meta_call("list_streams", None):
+        for a in self._assignments():
             cfg = a["config"]
             if not (cfg.get("mirror_direct") and (cfg.get("mirror") or {}).get("name") == name):
                 continue

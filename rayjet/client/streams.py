@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Iterable
@@ -17,6 +18,7 @@ from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
 from rayjet.api.account import AccountLimits
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.stream_link import StreamLink
+from rayjet.client.stream_list import StreamListCopy, capturing
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -26,6 +28,7 @@ from rayjet.errors import (
     TimeoutError,
 )
 
+LISTED_KEPT = 100_000  # StreamInfos kept for listings to reuse (see _listed_info)
 INFO_THREADS = 16  # stream infos asked at once (each mostly waits on its replica)
 PARSED_CONFIGS = 4096  # stream configs kept parsed, by their JSON (a listing's are many)
 _parsed: dict[str, StreamConfig] = {}
@@ -138,6 +141,17 @@ class StreamsAPI:
 
     def _init_streams(self) -> None:
         self._routers: dict[str, tuple[dict[str, Any], GroupRouter]] = {}
+        self._stream_list = StreamListCopy()
+        # stream -> (assignment, leader's info answer, StreamInfo) of the last listing
+        self._listed: dict[str, tuple[dict[str, Any], dict[str, Any], StreamInfo]] = {}
+
+    def _assignments(self, subject: str | None = None) -> list[dict[str, Any]]:
+        """Every stream's assignment (capturing ``subject``, when given), sorted by name,
+        as current as the meta leader's catalogue: the copy is brought up to date by what
+        changed since it was last (see :mod:`rayjet.client.stream_list`). Not to be
+        changed: the copy's own dicts."""
+        copy = self._stream_list
+        return capturing(copy.update(self._meta_call("streams_since", copy.applied)), subject)
 
     def _meta_call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         self._check_open()
@@ -316,7 +330,7 @@ class StreamsAPI:
                 raise BadRequestError("names must be a list of stream names") from None
             if not all(isinstance(n, str) and n for n in names):
                 raise BadRequestError("names must be a list of stream names")
-        assignments = {a["config"]["name"]: a for a in self._meta_call("list_streams", subject)}
+        assignments = {a["config"]["name"]: a for a in self._assignments(subject)}
         wanted = list(assignments) if names is None else names
 
         def one(name: str) -> StreamInfo | APIError:
@@ -327,7 +341,8 @@ class StreamsAPI:
             if cached is None or cached[0]["group"] != assignment["group"]:
                 self._routers[name] = (assignment, stream_router(assignment))
             try:
-                return _stream_info(self._stream_call(name, "info", None, False), assignment)
+                return self._listed_info(self._stream_call(name, "info", None, False),
+                                         assignment)
             except APIError as err:
                 return err
 
@@ -363,8 +378,25 @@ class StreamsAPI:
         if len(leaders) <= 1:
             return {}
         infos = stream_infos_by_host(list(leaders), known)
-        return {leaders[replica]: _stream_info(info, assignments[leaders[replica]])
+        return {leaders[replica]: self._listed_info(info, assignments[leaders[replica]])
                 for replica, info in infos.items()}
+
+    def _listed_info(self, raw: dict[str, Any], assignment: dict[str, Any]) -> StreamInfo:
+        """:func:`_stream_info` for a listing: a stream whose leader answered what it
+        answered last time (and whose catalogue entry is the same) gives the StreamInfo
+        built then, stamped with this moment: building hundreds of them again was most of
+        a listing's time. Each is an immutable copy, so a caller keeps what it got."""
+        name = assignment["config"]["name"]
+        kept = self._listed.get(name)
+        if kept is not None and kept[0] is assignment and kept[1] == raw:
+            info = copy.copy(kept[2])
+            object.__setattr__(info, "timestamp", datetime.now(tz=UTC))
+            return info
+        info = _stream_info(raw, assignment)
+        if len(self._listed) >= LISTED_KEPT:
+            self._listed.clear()
+        self._listed[name] = (assignment, raw, info)
+        return info
 
     # -- the account ------------------------------------------------------------------------
     def account_limits(self) -> AccountLimits:
@@ -402,15 +434,16 @@ class StreamsAPI:
                 "limits": self.account_limits()}
 
     def stream_names(self, subject: str | None = None) -> list[str]:
-        return [a["config"]["name"] for a in self._meta_call("list_streams", subject)]
+        return [a["config"]["name"] for a in self._assignments(subject)]
 
     def stream_configs(self, subject: str | None = None, *, linearizable: bool = True
                        ) -> list[StreamConfig]:
         """Every stream's configuration, from the catalogue (one call, no replica asked).
         ``linearizable=False`` takes the meta leader's catalogue as it stands, which may
         miss a change of the last moment but leaves an idle meta group quiet (a poller)."""
-        return [StreamConfig.from_dict(a["config"])
-                for a in self._meta_call("list_streams", subject, linearizable)]
+        assignments = (self._assignments(subject) if linearizable
+                       else self._meta_call("list_streams", subject, linearizable))
+        return [_parsed_config(a["config"]) for a in assignments]
 
     async def watch_stream_configs(self, since: int, timeout: float, *,
                                    linearizable: bool = False
@@ -493,7 +526,7 @@ class StreamsAPI:
         """A direct get the origin could not answer, served by one of its ``mirror_direct``
         mirrors (their copy may lag the origin; the answer names the mirror as its stream)."""
         err: Exception | None = None
-        for a in self._meta_call("list_streams", None):
+        for a in self._assignments():
             cfg = a["config"]
             if not (cfg.get("mirror_direct") and (cfg.get("mirror") or {}).get("name") == origin):
                 continue

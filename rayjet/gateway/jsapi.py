@@ -202,6 +202,8 @@ _OMIT_ZERO = frozenset({
 _ALWAYS = {"max_age": 0, "allow_direct": False, "mirror_direct": False, "sealed": False,
            "deny_delete": False, "deny_purge": False, "allow_rollup_hdrs": False,
            "allow_msg_ttl": False, "compression": "none", "consumer_limits": {}}
+SHAPED_KEPT = 10_000  # stream configs kept written as nats-server writes them
+_SHAPED: dict[tuple[int, bool], tuple[StreamConfig, dict[str, Any]]] = {}
 _NO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: an empty stream's first and last ts
 
 
@@ -211,14 +213,28 @@ def stream_json(info: Any, *, created: bool = False, one: bool = True) -> dict[s
     about this stream alone, not a list); counts of deleted messages and subjects only
     when there are some; a create answer has no cluster section and says it created
     (nats-server's single-server answer, which says so of an unchanged stream too)."""
-    out = info.to_dict()
-    shape_stream_config(out.get("config") or {}, one=one)
+    out = info.to_dict(omit=("config",))
+    if info.config is not None:
+        out = {"config": _shaped_config(info.config, one), **out}
     if out.get("state") is not None:
         shape_stream_state(out["state"])
     if created:
         out.pop("cluster", None)
         out["did_create"] = True
     return out
+
+
+def _shaped_config(cfg: StreamConfig, one: bool) -> dict[str, Any]:
+    """``shape_stream_config(cfg.to_dict())``, made once per config object (they are
+    immutable, and a listing's infos share them): most of a listing's time was spent
+    writing the same configs again. Not to be changed by the caller."""
+    key = (id(cfg), one)
+    kept = _SHAPED.get(key)
+    if kept is None or kept[0] is not cfg:
+        if len(_SHAPED) >= SHAPED_KEPT:
+            _SHAPED.clear()
+        kept = _SHAPED[key] = (cfg, shape_stream_config(cfg.to_dict(), one=one))
+    return kept[1]
 
 
 def shape_stream_config(cfg: dict[str, Any], *, one: bool) -> dict[str, Any]:

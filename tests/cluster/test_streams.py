@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from rayjet import DiscardPolicy, StorageType, StreamConfig
@@ -294,3 +296,40 @@ def test_watching_the_catalogues_changes_answers_only_what_changed(js, stream_na
 
     asyncio.run(run())
     js.delete_stream(made)
+
+
+def test_a_listing_follows_what_another_client_changes(js, stream_name):
+    """Listings keep a copy of the catalogue and the infos they built: what another
+    client creates, changes, deletes, publishes or adds a consumer to shows in the very
+    next listing."""
+    import rayjet
+
+    other = rayjet.connect(data_dir=js.data_dir)
+    a, b, c = (f"{stream_name}{x}" for x in "ABC")
+    try:
+        js.add_stream(name=a, subjects=[f"{a}.*"])
+        js.add_stream(name=b, subjects=[f"{b}.*"])
+        first = js.stream_infos([a, b])
+        assert [first[n].state.messages for n in (a, b)] == [0, 0]
+        other.add_stream(name=c, subjects=[f"{c}.*"])
+        other.delete_stream(b)
+        other.publish(f"{a}.x", b"1")
+        other.update_stream(name=a, subjects=[f"{a}.*"], max_msgs=10)
+        other.add_consumer(a, durable_name="D")
+        names = js.stream_names()
+        assert c in names and b not in names and a in names
+        assert js.stream_names(f"{c}.q") == [c]
+        infos = js.stream_infos()
+        assert b not in infos and infos[c].state.messages == 0
+        assert infos[a].state.messages == 1 and infos[a].config.max_msgs == 10
+        assert infos[a].state.consumer_count == 1
+        assert infos[a].timestamp > first[a].timestamp
+        assert {cfg.name: cfg.max_msgs for cfg in js.stream_configs()}[a] == 10
+        other.publish(f"{a}.x", b"2")
+        assert js.stream_infos([a])[a].state.messages == 2
+        assert first[a].state.messages == 0  # what a caller got stays as it was
+    finally:
+        for name in (a, c):
+            with contextlib.suppress(Exception):
+                js.delete_stream(name)
+        other.close()
