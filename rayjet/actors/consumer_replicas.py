@@ -100,9 +100,11 @@ async def ensure_consumer_replicas(ca: ConsumerAssignment, sa: StreamAssignment,
                                    peers: Peers | None = None) -> None:
     handles = [create_consumer_replica(ca, sa, rid, node, data_dir, assignment)
                for rid, node in (ca.peers if peers is None else peers)]
-    await _ping_all(handles, PING_TIMEOUT)
     if not wait:
+        await _ping_all(handles, PING_TIMEOUT)
         return
+    # no ping first: asking each whether it leads waits for its placement too (a round of
+    # actor calls less for every new consumer), and a leader means a quorum runs
     deadline = time.monotonic() + GROUP_READY_TIMEOUT
     while time.monotonic() < deadline:
         # each replica answers the moment it leads (a sleep between status polls cost a new
