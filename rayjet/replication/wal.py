@@ -126,6 +126,7 @@ class FileLogStorage:
         self._replay()
         created = not self._wal_path.exists()
         self._file = open(self._wal_path, "ab")  # noqa: SIM115 - kept open for appends
+        self._inode = os.fstat(self._file.fileno()).st_ino
         self._size = self._file.tell()
         if created:
             fsync_dir(self.dir)  # the log's name must outlive a power loss as its records do
@@ -247,7 +248,8 @@ class FileLogStorage:
             # the claim is fsynced too now and then, so a power loss leaves one at most
             # a second old (a cut of what was fsynced after it reads as a torn tail)
             durable = now - self._claim_durable_ns >= _CLAIM_DURABLE_EVERY_NS
-            self._synced.record(self._file.fileno(), self._size, durable=durable)
+            self._synced.record(self._file.fileno(), self._size, durable=durable,
+                                inode=self._inode)
             if durable:
                 self._claim_durable_ns = now
             self.sync_count += 1
@@ -317,6 +319,7 @@ class FileLogStorage:
         os.replace(tmp, self._wal_path)
         fsync_dir(self.dir)
         self._file = open(self._wal_path, "ab")  # noqa: SIM115
+        self._inode = os.fstat(self._file.fileno()).st_ino
         self._size = self._file.tell()
         self._dirty = False
         self._synced.record(self._file.fileno(), self._size)
