@@ -346,6 +346,9 @@ class StreamsAPI:
             except APIError as err:
                 return err
 
+        if names is None and subject is None:  # every stream: forget deleted ones
+            for gone in [n for n in list(self._listed) if n not in assignments]:
+                self._listed.pop(gone, None)
         out = self._hosted_infos([n for n in wanted if n in assignments], assignments)
         rest = [n for n in wanted if n not in out]
         if len(rest) <= 1:
