@@ -333,3 +333,34 @@ def test_a_listing_follows_what_another_client_changes(js, stream_name):
             with contextlib.suppress(Exception):
                 js.delete_stream(name)
         other.close()
+
+
+def test_the_meta_answers_what_changed_since_an_applied_index(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"])
+    first = js._meta_call("streams_since", -1)
+    assert stream_name in {a["config"]["name"] for a in first["streams"]}
+    new = f"{stream_name}N"
+    js.add_stream(name=new, subjects=[f"{new}.*"])
+    try:
+        delta = js._meta_call("streams_since", first["applied"])
+        assert delta["applied"] > first["applied"] and "streams" not in delta
+        assert new in {a["config"]["name"] for a in delta["changed"]}
+        assert stream_name not in {a["config"]["name"] for a in delta["changed"]}
+        js.add_consumer(stream_name, durable_name="D")
+        changed = js._meta_call("streams_since", delta["applied"])
+        assert [(a["config"]["name"], a["consumers"]) for a in changed["changed"]] == [
+            (stream_name, ["D"])]
+        js.delete_stream(new)
+        gone = js._meta_call("streams_since", changed["applied"])
+        assert gone["removed"] == [new] and gone["changed"] == []
+        same = js._meta_call("streams_since", gone["applied"])
+        assert (same["changed"], same["removed"]) == ([], [])
+        assert same["applied"] >= gone["applied"]
+        # a copy from another history (ahead of this catalogue): every stream, reset
+        ahead = js._meta_call("streams_since", gone["applied"] + 1_000_000)
+        assert ahead["reset"] and stream_name in {a["config"]["name"]
+                                                  for a in ahead["streams"]}
+    finally:
+        with contextlib.suppress(Exception):
+            js.delete_stream(new)
+        js.delete_stream(stream_name)
