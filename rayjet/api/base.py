@@ -106,6 +106,12 @@ def _fields(cls: type) -> tuple[_FieldInfo, ...]:
     return tuple(out)
 
 
+@cache
+def _normalised_fields(cls: type) -> tuple[_FieldInfo, ...]:
+    """The fields :func:`_normalise` may change: a plain one is kept as given."""
+    return tuple(f for f in _fields(cls) if f.kind != PLAIN)
+
+
 W = TypeVar("W", bound="Wire")
 
 
@@ -115,7 +121,7 @@ class Wire:
     __slots__ = ()
 
     def __post_init__(self) -> None:
-        for info in _fields(type(self)):
+        for info in _normalised_fields(type(self)):
             value = getattr(self, info.name)
             new = _normalise(info, value)
             if new is not value:
