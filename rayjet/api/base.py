@@ -171,7 +171,8 @@ class Wire:
                 continue
             if isinstance(value, tuple | dict) and not value:
                 continue  # Go's omitempty
-            out[info.wire] = _encode(info, value)
+            # a plain value is written as it is (most fields: spared the call)
+            out[info.wire] = value if info.kind == PLAIN else _encode(info, value)
         return out
 
 
