@@ -279,7 +279,7 @@ _NAME_FIRST = {
     "stream_info", "delete_stream", "purge_stream", "get_msg", "delete_msg",
     "stream_leader_stepdown", "stream_peer_remove", "direct_read", "backup_chunks",
     "backup_head", "update_consumer", "delete_consumer", "consumer_info",
-    "consumers_info", "consumer_names", "pause_consumer", "unpin_consumer", "reset_consumer",
+    "consumers_info", "consumer_infos", "consumer_names", "pause_consumer", "unpin_consumer", "reset_consumer",
     "consumer_leader_stepdown", "get_last_msg", "get_msgs", "stream_replica_health",
     "stream_handle",
 }

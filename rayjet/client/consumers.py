@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -37,6 +38,7 @@ from rayjet.placement.consumers import ephemeral_name, runs_in_stream_leader
 from rayjet.subjects import validate_filter
 
 PUSH_BATCH = 256
+INFO_THREADS = 16  # consumer infos asked at once by a listing (each mostly waits)
 PUSH_MAX_BATCH = 4096  # ordered consumers grow their polls up to this while they keep up
 PUSH_MAX_PENDING = 65_536  # flow control: no new poll while this many wait to be read
 PUSH_POLL = 1.0  # seconds one push poll waits for messages
@@ -201,7 +203,29 @@ class ConsumersAPI:
         return ConsumerReset(ConsumerInfo.from_dict(raw), reset_seq)
 
     def consumers_info(self, stream: str) -> list[ConsumerInfo]:
-        return [self.consumer_info(stream, name) for name in self.consumer_names(stream)]
+        infos = []
+        for info in self.consumer_infos(stream, self.consumer_names(stream)).values():
+            if isinstance(info, APIError):
+                raise info
+            infos.append(info)
+        return infos
+
+    def consumer_infos(self, stream: str, names: Iterable[str]
+                       ) -> dict[str, ConsumerInfo | APIError]:
+        """The infos of consumers ``names`` of ``stream``, asked side by side (a listing of
+        hundreds asked them one after another); a consumer that could not say maps to its
+        error (ConsumerNotFoundError when deleted meanwhile)."""
+        def one(name: str) -> ConsumerInfo | APIError:
+            try:
+                return self.consumer_info(stream, name)
+            except APIError as err:
+                return err
+
+        names = list(names)
+        if len(names) <= 1:
+            return {name: one(name) for name in names}
+        with ThreadPoolExecutor(min(INFO_THREADS, len(names))) as pool:
+            return dict(zip(names, pool.map(one, names), strict=True))
 
     def consumer_advisories(self, stream: str, name: str) -> list[tuple[str, dict]]:
         """Advisories and metrics the consumer emitted since the last call, as

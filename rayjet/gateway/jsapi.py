@@ -472,11 +472,12 @@ def consumer_list(js: Any, tokens: list[str], body: dict[str, Any]) -> dict[str,
     names = js.consumer_names(stream)
     offset = _offset(body)
     infos = []
-    for name in names[offset:offset + LIST_LIMIT]:
-        try:
-            infos.append(consumer_json(js.consumer_info(stream, name), one=False))
-        except ConsumerNotFoundError:
+    for info in js.consumer_infos(stream, names[offset:offset + LIST_LIMIT]).values():
+        if isinstance(info, ConsumerNotFoundError):
             continue  # deleted meanwhile
+        if isinstance(info, APIError):
+            raise info
+        infos.append(consumer_json(info, one=False))
     return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
 
 

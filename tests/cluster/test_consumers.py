@@ -378,3 +378,21 @@ def test_pulls_that_arrive_together_are_served_from_the_read_ahead(js, stream_na
     # pull that met another missed two or three reads
     assert blocking <= fetches[0] // 2, (blocking, fetches[0])
     js.delete_stream(stream_name)
+
+
+def test_many_consumer_infos_side_by_side(js, stream_name):
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY)
+    try:
+        for i in range(3):
+            js.publish(f"{stream_name}.a", b"%d" % i)
+        names = [f"D{i}" for i in range(12)]
+        for i, name in enumerate(names):
+            js.add_consumer(stream_name, durable_name=name, ack_policy=AckPolicy.EXPLICIT,
+                            deliver_policy=DeliverPolicy.ALL if i % 2 else DeliverPolicy.NEW)
+        infos = js.consumer_infos(stream_name, [*names, "GONE"])
+        assert list(infos) == [*names, "GONE"]
+        assert isinstance(infos["GONE"], ConsumerNotFoundError)
+        assert [infos[n].num_pending for n in names] == [0, 3] * 6
+        assert sorted(i.name for i in js.consumers_info(stream_name)) == sorted(names)
+    finally:
+        js.delete_stream(stream_name)

@@ -528,7 +528,8 @@ def test_pull_requests_end_with_nats_server_statuses(
         return out
 
     empty, expired, too_big, one, partial = asyncio.run(run())
-    assert [m.data for m in partial[:2]] == [b"y", b"z"]
+    assert [m.data for m in partial[:2]] == [b"y", b"z"], [
+        (m.headers, m.data[:20]) for m in partial]
     assert partial[2].headers["Status"] == "404" and partial[2].data == b""
     assert empty[0]["Status"] == "404" and empty[0]["Description"] == "No Messages"
     assert expired[0]["Status"] == "408"
