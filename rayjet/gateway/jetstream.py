@@ -376,8 +376,6 @@ class JetStreamBridge(StreamCatalogueCopy):
                         max_bytes -= _delivered_bytes(got)
                         if max_bytes <= 0:
                             return
-                if batch <= 0:
-                    return  # filled: nats-server says nothing after (a status with it is moot)
                 if status is not None and status[0] != 100:
                     code, description, pending_msgs, pending_bytes = _status(status)
                     if end is None and code == 408 and batch > 0 \
@@ -389,6 +387,8 @@ class JetStreamBridge(StreamCatalogueCopy):
                                  ("Nats-Pending-Bytes", str(pending_bytes))]
                     self.gateway.route(reply, None, P.status_header(code, description, extra),
                                        b"")
+                    return
+                if batch <= 0:
                     return
                 if no_wait:
                     if len(got) and int(got.num_pending[-1]) == 0:
