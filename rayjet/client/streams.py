@@ -28,7 +28,7 @@ from rayjet.errors import (
     TimeoutError,
 )
 
-LISTED_KEPT = 100_000  # StreamInfos kept for listings to reuse (see _listed_info)
+LISTED_KEPT = 10_000  # StreamInfos kept for listings to reuse (see _listed_info; ~10 KB each)
 INFO_THREADS = 16  # stream infos asked at once (each mostly waits on its replica)
 PARSED_CONFIGS = 4096  # stream configs kept parsed, by their JSON (a listing's are many)
 _parsed: dict[str, StreamConfig] = {}
@@ -150,8 +150,8 @@ class StreamsAPI:
         as current as the meta leader's catalogue: the copy is brought up to date by what
         changed since it was last (see :mod:`rayjet.client.stream_list`). Not to be
         changed: the copy's own dicts."""
-        copy = self._stream_list
-        return capturing(copy.update(self._meta_call("streams_since", copy.applied)), subject)
+        kept = self._stream_list
+        return capturing(kept.update(self._meta_call("streams_since", kept.applied)), subject)
 
     def _meta_call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         self._check_open()
