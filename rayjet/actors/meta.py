@@ -42,7 +42,13 @@ from rayjet.api.account_names import GLOBAL as GLOBAL_ACCOUNT
 from rayjet.api.account_names import account_of
 from rayjet.api.consumer import ConsumerConfig
 from rayjet.api.stream import StreamConfig
-from rayjet.errors import APIError, ConsumerNameExistsError, NotLeaderError, error_for
+from rayjet.errors import (
+    APIError,
+    BadRequestError,
+    ConsumerNameExistsError,
+    NotLeaderError,
+    error_for,
+)
 from rayjet.meta import Catalogue, ConsumerAssignment, Peers, StreamAssignment
 from rayjet.meta.assignment_dicts import assignment_dict, consumer_dict
 from rayjet.meta.catalogue import encode_meta_op, resolve_hosting
@@ -446,6 +452,8 @@ class MetaMember(CatalogueReconciler, ReplicaShell):
         [assignment], "removed": [name]}``, or every stream (``{"applied", "streams"}``)
         where this leader cannot tell (``since`` -1, older than it tracks, or ahead of it:
         then ``reset`` too). A listing then costs what changed since the last one."""
+        if isinstance(since, bool) or not isinstance(since, int):
+            raise BadRequestError(f"since must be an applied index, not {since!r}")
         await self._read()
         applied = self.catalogue.applied_index
         delta = self.catalogue.changes_since(since) if 0 <= since <= applied else None

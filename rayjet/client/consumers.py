@@ -221,7 +221,14 @@ class ConsumersAPI:
             except APIError as err:
                 return err
 
-        names = list(names)
+        if isinstance(names, str):
+            raise BadRequestError("names must be a list of consumer names, not one name")
+        try:
+            names = list(names)
+        except TypeError:
+            raise BadRequestError("names must be a list of consumer names") from None
+        if not all(isinstance(n, str) and n for n in names):
+            raise BadRequestError("names must be a list of consumer names")
         if len(names) <= 1:
             return {name: one(name) for name in names}
         with ThreadPoolExecutor(min(INFO_THREADS, len(names))) as pool:

@@ -364,3 +364,12 @@ def test_the_meta_answers_what_changed_since_an_applied_index(js, stream_name):
         with contextlib.suppress(Exception):
             js.delete_stream(new)
         js.delete_stream(stream_name)
+
+
+def test_listing_calls_refuse_bad_input(js, stream_name):
+    for bad in ("7", None, 1.5, True):
+        with pytest.raises(BadRequestError):
+            js._meta_call("streams_since", bad)
+    for bad in ("one_name", [7], [""], 7):
+        with pytest.raises(BadRequestError):
+            js.consumer_infos(stream_name, bad)
