@@ -23,6 +23,7 @@ from rayjet.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, S
 from rayjet.api.headers import get_header
 from rayjet.client.buffer import MsgBuffer, until_quiet
 from rayjet.client.messages import AckSender, Msg, MsgBatch, ack_all
+from rayjet.client.stream_list import listed_names
 from rayjet.engine.consumer.delivery_batch import DeliveryBatch
 from rayjet.engine.consumer.waiting import CONSUMER_DELETED
 from rayjet.errors import (
@@ -221,14 +222,7 @@ class ConsumersAPI:
             except APIError as err:
                 return err
 
-        if isinstance(names, str):
-            raise BadRequestError("names must be a list of consumer names, not one name")
-        try:
-            names = list(names)
-        except TypeError:
-            raise BadRequestError("names must be a list of consumer names") from None
-        if not all(isinstance(n, str) and n for n in names):
-            raise BadRequestError("names must be a list of consumer names")
+        names = listed_names(names, "consumer")
         if len(names) <= 1:
             return {name: one(name) for name in names}
         with ThreadPoolExecutor(min(INFO_THREADS, len(names))) as pool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from rayjet.errors import BadRequestError
 from rayjet.subjects import matches_any
 
 
@@ -63,4 +64,19 @@ def capturing(assignments: list[dict[str, Any]], subject: str | None) -> list[di
     return [a for a in assignments if matches_any(subject, a["config"].get("subjects") or ())]
 
 
-__all__ = ["StreamListCopy", "capturing"]
+def listed_names(names: Any, what: str) -> list[str]:
+    """``names`` given to a call about many streams or consumers (``what``: "stream",
+    "consumer") as a list, or BadRequestError: one name alone, not a list, or an empty or
+    non-string name."""
+    if isinstance(names, str):
+        raise BadRequestError(f"names must be a list of {what} names, not one name")
+    try:
+        names = list(names)
+    except TypeError:
+        raise BadRequestError(f"names must be a list of {what} names") from None
+    if not all(isinstance(n, str) and n for n in names):
+        raise BadRequestError(f"names must be a list of {what} names")
+    return names
+
+
+__all__ = ["StreamListCopy", "capturing", "listed_names"]

@@ -18,7 +18,7 @@ from rayjet.api import RawStreamMsg, StorageType, StreamConfig, StreamInfo
 from rayjet.api.account import AccountLimits
 from rayjet.api.stream import SHARED_HOSTING
 from rayjet.client.stream_link import StreamLink
-from rayjet.client.stream_list import StreamListCopy, capturing
+from rayjet.client.stream_list import StreamListCopy, capturing, listed_names
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -322,14 +322,7 @@ class StreamsAPI:
         ``subject``), their replicas asked side by side rather than one after another. A
         stream that is gone or has no leader maps to its error."""
         if names is not None:
-            if isinstance(names, str):
-                raise BadRequestError("names must be a list of stream names, not one name")
-            try:
-                names = list(names)
-            except TypeError:
-                raise BadRequestError("names must be a list of stream names") from None
-            if not all(isinstance(n, str) and n for n in names):
-                raise BadRequestError("names must be a list of stream names")
+            names = listed_names(names, "stream")
         assignments = {a["config"]["name"]: a for a in self._assignments(subject)}
         wanted = list(assignments) if names is None else names
 
