@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 import uuid
@@ -14,6 +13,7 @@ import pyarrow as pa
 from rayjet.api import PubAck
 from rayjet.api import headers as H
 from rayjet.client import column_publish as CP
+from rayjet.client.publish_future import PublishFuture
 from rayjet.errors import (
     APIError,
     BadRequestError,
@@ -94,7 +94,10 @@ class PublishAPI:
         self._stream_filters.pop(stream, None)
 
     def _send(self, stream: str, msgs: list[tuple], timeout: float,
-              rerouted: bool = False) -> list[Any]:
+              rerouted: bool = False, columns: bool = False) -> list[Any] | CP.PubAcks:
+        """Store ``msgs`` on ``stream``: one answer per message. ``columns``: answers that
+        came as columns stay a PubAcks when none needs sending elsewhere (no PubAck per
+        row is made until one is read)."""
         # a retry after an unknown outcome is safe only when every message has a msg id
         safe = all(h and H.MSG_ID in h for _, _, h in msgs)
         try:
@@ -102,7 +105,10 @@ class PublishAPI:
                 table = CP.messages_table(msgs)
                 acks = CP.PubAcks(len(msgs))
                 acks.take(stream, 0, self._send_columns(stream, table, timeout, safe))
-                answers = list(acks)
+                if columns and not any(isinstance(e, SubjectNotCapturedError)
+                                       for e in acks.errors.values()):
+                    return acks
+                answers = acks.to_list()
             else:
                 answers = self._stream_call(stream, "publish", msgs, timeout, timeout=timeout,
                                             retry_unknown=safe,
@@ -115,7 +121,7 @@ class PublishAPI:
             now = {self._stream_for(subject) for subject, _, _ in msgs}
             if len(now) != 1 or stream in now:
                 raise
-            return self._send(now.pop(), msgs, timeout)
+            return self._send(now.pop(), msgs, timeout, columns=columns)
         stored = PubAck.stored
         answers = [stored(stream, a) if type(a) is int else a for a in answers]
         stale = [i for i, a in enumerate(answers) if isinstance(a, SubjectNotCapturedError)]
@@ -247,16 +253,16 @@ class PublishAPI:
     # -- async ------------------------------------------------------------------------------
     def publish_async(self, subject: str, payload: bytes = b"", wait_stall: float | None = None,
                       headers: dict[str, str] | None = None, stream: str | None = None
-                      ) -> concurrent.futures.Future:
+                      ) -> PublishFuture:
         """Queue a message; the future resolves to its PubAck (or the error)."""
-        subject, data, hdrs = message_item(subject, payload, headers)
+        message = message_item(subject, payload, headers)
         if stream is not None:
-            hdrs = {**(hdrs or {}), H.EXPECTED_STREAM: stream}
+            message = (message[0], message[1], {**(message[2] or {}), H.EXPECTED_STREAM: stream})
         with self._async_lock:
             if self._async is None:
                 self._check_open()
                 self._async = AsyncPublisher(self, self.max_pending_async)
-        return self._async.submit(subject, data, hdrs, wait_stall)
+        return self._async.submit(message, wait_stall)
 
     def publish_async_pending(self) -> int:
         return self._async.pending if self._async else 0
@@ -286,6 +292,7 @@ class AsyncPublisher:
         self._items: deque = deque()
         self._pending = 0  # submitted, not yet answered
         self._cv = threading.Condition()
+        self._answered = threading.Condition()  # shared by this publisher's futures
         self._waiting = False  # the dispatcher sleeps for work
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rayjet-publish", daemon=True)
@@ -295,9 +302,8 @@ class AsyncPublisher:
     def pending(self) -> int:
         return self._pending
 
-    def submit(self, subject: str, data: bytes, hdrs: dict | None, wait_stall: float | None
-               ) -> concurrent.futures.Future:
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+    def submit(self, message: tuple[str, bytes, dict | None], wait_stall: float | None
+               ) -> PublishFuture:
         with self._cv:
             if self._stopped:
                 raise BadRequestError("the connection is closed")
@@ -311,7 +317,8 @@ class AsyncPublisher:
                             "acks; wait for them or raise max_pending_async")
                     self._cv.wait(remaining)
             self._pending += 1
-            self._items.append((subject, data, hdrs, fut))
+            fut = PublishFuture(self._answered, message)
+            self._items.append(fut)
             if self._waiting:
                 self._cv.notify_all()
         return fut
@@ -329,30 +336,41 @@ class AsyncPublisher:
                 batch = [self._items.popleft() for _ in range(n)]
             self._dispatch(batch)
 
-    def _dispatch(self, batch: list[tuple]) -> None:
-        by_stream: dict[str, list[tuple]] = {}
-        answers: list[tuple[concurrent.futures.Future, Any]] = []
-        for subject, data, hdrs, fut in batch:
+    def _dispatch(self, batch: list[PublishFuture]) -> None:
+        by_stream: dict[str, list[PublishFuture]] = {}
+        answers: list[tuple[PublishFuture, Any]] = []
+        done = 0
+        for fut in batch:
             try:
-                stream = self.js._stream_for(subject)
+                stream = self.js._stream_for(fut.message[0])
             except Exception as err:  # noqa: BLE001 - every failure answers its future
                 answers.append((fut, err))
                 continue
-            by_stream.setdefault(stream, []).append((subject, data, hdrs, fut))
-        for stream, items in by_stream.items():
-            msgs = [(s, d, h) for s, d, h, _ in items]
+            by_stream.setdefault(stream, []).append(fut)
+        for stream, futs in by_stream.items():
             try:
-                got = self.js._send(stream, msgs, self.js.timeout)
+                got = self.js._send(stream, [f.message for f in futs], self.js.timeout,
+                                    columns=True)
             except Exception as err:  # noqa: BLE001
-                got = [err] * len(items)
-            answers.extend((item[3], a) for item, a in zip(items, got, strict=True))
+                got = [err] * len(futs)
+            if isinstance(got, CP.PubAcks):
+                refused = got.errors
+                for row, fut in enumerate(futs):
+                    if row in refused:
+                        answers.append((fut, refused[row]))
+                    else:
+                        fut.set_row(got, row)
+                done += len(futs) - len(refused)
+            else:
+                answers.extend(zip(futs, got, strict=True))
         for fut, answer in answers:
             if isinstance(answer, BaseException):
                 fut.set_exception(answer)
             else:
                 fut.set_result(answer)
+        done += len(answers)
         with self._cv:
-            self._pending -= len(answers)
+            self._pending -= done
             self._cv.notify_all()
 
     def drain(self, timeout: float | None) -> None:
