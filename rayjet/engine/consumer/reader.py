@@ -201,10 +201,20 @@ class Window:
     @property
     def msgs(self) -> list[StoredMsg]:
         if self._msgs is None:
-            cols = self._given
-            self._msgs = list(map(StoredMsg, *(cols.column(name).to_pylist() for name in
-                                               ("subject", "hdr", "data", "seq", "ts"))))
+            self._msgs = _objects(self._given)
         return self._msgs
+
+    @property
+    def count(self) -> int:
+        return len(self._msgs) if self._msgs is not None else self._given.num_rows
+
+    def messages(self, start: int, stop: int) -> list[StoredMsg]:
+        """Messages ``start..stop`` of the window, made into objects for these rows only
+        (a window is read with room to spare: most decisions take half of it)."""
+        if self._msgs is not None:
+            return self._msgs[start:stop]
+        start, stop, _ = slice(start, stop).indices(self._given.num_rows)
+        return _objects(self._given.slice(start, max(stop - start, 0)))
 
     @property
     def seqs(self) -> list[int]:
@@ -217,6 +227,11 @@ class Window:
     def __reduce__(self):
         return (Window, (self.filters, self.start, self.limit, self._given, self.last,
                          self.pending))
+
+
+def _objects(cols: pa.RecordBatch) -> list[StoredMsg]:
+    return list(map(StoredMsg, *(cols.column(name).to_pylist() for name in
+                                 ("subject", "hdr", "data", "seq", "ts"))))
 
 
 class ReadAhead:
@@ -253,10 +268,10 @@ class ReadAhead:
                         limit: int) -> tuple[list[StoredMsg], int]:
         w = self.window
         if w is not None and w.filters == tuple(filters) and w.start <= start_seq:
-            avail = w.msgs[bisect_left(w.seqs, start_seq):]
+            at, count = bisect_left(w.seqs, start_seq), w.count
             # fewer than asked for: the window saw every match up to its last seq
-            if len(avail) >= limit or len(w.msgs) < w.limit:
-                return avail[:limit], w.last
+            if count - at >= limit or count < w.limit:
+                return w.messages(at, at + limit), w.last
         return self.inner.load_next_batch(filters, start_seq, limit)
 
     def num_pending(self, filters: tuple[str, ...], start_seq: int,
@@ -266,7 +281,8 @@ class ReadAhead:
                 and w.filters == tuple(filters)):
             before = bisect_left(w.seqs, start_seq)  # the window's matches below start_seq
             # exact when the window reaches start_seq (or saw every match to its end)
-            if before < len(w.msgs) or len(w.msgs) < w.limit or w.start == start_seq:
+            count = w.count
+            if before < count or count < w.limit or w.start == start_seq:
                 return max(w.pending - before, 0)
         got = self._memo("num_pending", filters, start_seq, last_per_subject)
         if got is _MISS and not last_per_subject:
