@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 # with no redelivery, expiry or waiting request due (TIMER_EVERY): an inactivity check,
 # unless a call wakes the timer sooner
 TIMER_IDLE = 1.0
-READ_AHEAD_TIMER = 256  # messages read ahead for the waiting requests the timer serves
+READ_AHEAD_TIMER = 448  # messages read ahead for the waiting requests the timer serves
 # seconds between metric updates: each asks the stream leader for num_pending (one call),
 # and Ray exports every 10 s by default anyway
 METRICS_EVERY = 5.0

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 TIMER_EVERY = 0.05  # redeliveries, request expiry, waiting requests
 WATCH_WAIT = 1.0  # seconds one wait for new messages stays open at the stream's leader
 READ_AHEAD_MAX = 4096  # messages read ahead for one delivery decision (a full push poll)
+READ_AHEAD_SPARE = 64  # messages read past what a decision wants
 READ_AHEAD_TRIES = 5  # reads of the window while other decisions keep moving past it
 STREAM_CALL_TIMEOUT = 5.0
 MISS_TIMEOUT = 1.0  # a read not fetched ahead (blocks): short
@@ -109,8 +110,11 @@ class StreamReads:
             if not self.engine.is_leader:
                 return False
             start = self.engine.read_position()
-            # twice what is wanted: room for a decision that moves the position meanwhile
-            limit = max(1, min(2 * int(want), READ_AHEAD_MAX))
+            # a little more than wanted: room for another decision that moved the position
+            # meanwhile (the window is read again when it did; the store checks every
+            # record it reads, so what the decision does not take is work thrown away)
+            want = int(want)
+            limit = max(1, min(want + min(want, READ_AHEAD_SPARE), READ_AHEAD_MAX))
             reads = self.engine.decision_reads(limit)
             filters = tuple(self.engine.filters)
             if watched:
