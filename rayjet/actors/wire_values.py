@@ -21,6 +21,11 @@ code  value
 10    any other API dataclass (:class:`rayjet.api.base.Wire`): ``[class, {field: value}]``,
       rebuilt with exactly those fields
 11    an API enum member (:mod:`rayjet.api.enums`): ``[class, value]``
+12    a stored message (:class:`rayjet.storage.protocol.StoredMsg`):
+      ``[subject, hdr, data, seq, ts]``
+13    a consumer's read-ahead window (:class:`rayjet.engine.consumer.reader.Window`):
+      ``[filters, start, limit, messages, last, pending]``, the messages an Arrow
+      record batch or a list of stored messages
 ====  ==========================================================================
 
 Decoding trusts nothing: an unknown code, a malformed payload or a forbidden dtype raises
@@ -46,11 +51,14 @@ from rayjet.api.base import Wire
 from rayjet.api.info import PubAck
 from rayjet.dataplane import ValueCodec
 from rayjet.engine.consumer.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.reader import Window
 from rayjet.errors import APIError
 from rayjet.errors.documents import from_document, to_document
+from rayjet.storage import columns
+from rayjet.storage.protocol import StoredMsg
 
 (TUPLE, ERROR, PUBACK, ARROW_BATCH, ARROW_TABLE, NDARRAY, DELIVERIES, SET, DATETIME,
- WIRE, ENUM) = range(1, 12)
+ WIRE, ENUM, STORED_MSG, WINDOW) = range(1, 14)
 
 # what a replica serves over the data plane (everything else goes by actor call)
 STREAM_REQUESTS = frozenset({
@@ -58,7 +66,7 @@ STREAM_REQUESTS = frozenset({
     "read_range",
     "purge", "delete_msg", "leader_id", "ping", "leader_consumer_call",
     "leader_consumer_names", "delete_leader_consumer", "wait_for_messages",
-    "consumer_acked",
+    "consumer_acked", "reader_call",
 })
 CONSUMER_REQUESTS = frozenset({
     "fetch", "ack", "info", "advance", "reset", "unpin", "advisories", "ping", "until_leading",
@@ -121,6 +129,11 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(NDARRAY, _pack([arr.dtype.str, arr.tobytes()]))
     if isinstance(obj, DeliveryBatch):
         return msgpack.ExtType(DELIVERIES, _pack(list(obj.__reduce__()[1])))
+    if isinstance(obj, StoredMsg):
+        return msgpack.ExtType(STORED_MSG, _pack([obj.subject, obj.hdr, obj.data, obj.seq,
+                                                  obj.ts]))
+    if isinstance(obj, Window):
+        return msgpack.ExtType(WINDOW, _pack(list(obj.__reduce__()[1])))
     if isinstance(obj, set | frozenset):
         return msgpack.ExtType(SET, _pack(list(obj)))
     if isinstance(obj, datetime.datetime):
@@ -172,6 +185,32 @@ def _delivery_batch(args: Any) -> DeliveryBatch:
         raise ValueError("a delivery batch names a subject it does not have")
     return DeliveryBatch(stream, consumer, subjects, which, hdr_ends, hdrs, data_ends, data,
                          *numbers)
+
+
+def _stored_msg(fields: Any) -> StoredMsg:
+    if not (isinstance(fields, list) and len(fields) == 5 and isinstance(fields[0], str)
+            and isinstance(fields[1], bytes) and isinstance(fields[2], bytes)
+            and type(fields[3]) is int and type(fields[4]) is int):
+        raise ValueError("malformed stored message")
+    return StoredMsg(*fields)
+
+
+_WINDOW_COLUMNS = frozenset(columns.SCHEMA.names)
+
+
+def _window(fields: Any) -> Window:
+    if not (isinstance(fields, list) and len(fields) == 6):
+        raise ValueError("a read-ahead window has 6 fields")
+    filters, start, limit, msgs, last, pending = fields
+    if not (isinstance(filters, list | tuple) and all(isinstance(f, str) for f in filters)
+            and all(type(v) is int for v in (start, limit, last, pending))):
+        raise ValueError("malformed read-ahead window")
+    if isinstance(msgs, pa.RecordBatch):
+        if set(msgs.schema.names) != _WINDOW_COLUMNS:
+            raise ValueError("a read-ahead window's columns are the store's")
+    elif not (isinstance(msgs, list) and all(isinstance(m, StoredMsg) for m in msgs)):
+        raise ValueError("a read-ahead window's messages are columns or stored messages")
+    return Window(tuple(filters), start, limit, msgs, last, pending)
 
 
 def _puback(fields: Any) -> PubAck:
@@ -263,6 +302,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return _wire(_unpack(data))
     if code == ENUM:
         return _enum(_unpack(data))
+    if code == STORED_MSG:
+        return _stored_msg(_unpack(data))
+    if code == WINDOW:
+        return _window(_unpack(data))
     raise ValueError(f"unknown value type {code}")
 
 

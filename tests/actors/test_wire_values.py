@@ -16,7 +16,10 @@ from rayjet.actors import wire_values as W
 from rayjet.api import StorageType, StreamSourceInfo
 from rayjet.api.info import PubAck
 from rayjet.engine.consumer.delivery_batch import DeliveryBatch
+from rayjet.engine.consumer.reader import Window
 from rayjet.errors import DuplicateInProcessError, NotLeaderError, WrongLastSequenceError
+from rayjet.storage import columns
+from rayjet.storage.protocol import StoredMsg
 
 
 def _batch() -> DeliveryBatch:
@@ -73,6 +76,28 @@ def test_a_delivery_batch_keeps_its_messages():
     assert [got.reply(i) for i in range(3)] == [batch.reply(i) for i in range(3)]
 
 
+def test_a_consumers_stream_reads_come_back_as_they_were_read():
+    msg = StoredMsg("S.a", b"NATS/1.0\r\n\r\n", b"x", 3, 99)
+    cols = columns.from_rows([4, 5], [7, 8], ["S.a", "S.b"], [b"", b""], [b"y", b"z"])
+    answers = W.decode(W.encode([
+        (1, 5), msg, ([msg], 3), 2, [4, 5],
+        Window(("S.a",), 4, 10, cols, 5, 2), Window((), 3, 1, [msg], 3, 1)]))
+    bounds, one, (batch, last), pending, seqs, columnar, listed = answers
+    assert (bounds, one, batch, last, pending, seqs) == ((1, 5), msg, [msg], 3, 2, [4, 5])
+    assert (columnar.filters, columnar.start, columnar.limit, columnar.last,
+            columnar.pending) == (("S.a",), 4, 10, 5, 2)
+    assert columnar.messages(0, 10) == [StoredMsg("S.a", b"", b"y", 4, 7),
+                                        StoredMsg("S.b", b"", b"z", 5, 8)]
+    assert listed.msgs == [msg] and listed.count == 1
+
+
+def test_a_window_whose_columns_are_not_the_stores_is_refused():
+    forged = msgpack.ExtType(W.WINDOW, W.encode(
+        [["S.a"], 1, 10, pa.record_batch({"seq": [1]}), 1, 1]))
+    with pytest.raises(ValueError):
+        W.decode(msgpack.packb(forged))
+
+
 def test_an_error_among_publish_answers_keeps_its_class():
     answers = [1, PubAck.stored("S", 2), DuplicateInProcessError()]
     back = W.decode(W.encode(answers))
@@ -101,6 +126,10 @@ def test_what_has_no_wire_form_is_refused_when_encoding():
     (W.WIRE, msgpack.packb(["StreamSourceInfo", {"name": "x"}])),  # fields missing
     (W.WIRE, msgpack.packb(["Popen", {}])),  # not an API class
     (W.ENUM, msgpack.packb(["StorageType", "tape"])),
+    (W.STORED_MSG, msgpack.packb(["a", b"", "not bytes", 1, 2])),
+    (W.STORED_MSG, msgpack.packb(["a", b"", b"x", 1])),
+    (W.WINDOW, msgpack.packb([["a"], 1, 10, [1, 2], 2, 2])),  # messages of no kind
+    (W.WINDOW, msgpack.packb([[1], 1, 10, [], 2, 2])),  # a filter that is not a subject
     (99, b""),
 ])
 def test_malformed_extensions_raise(code, payload):

@@ -111,6 +111,8 @@ class StoreReader:
         for method, *args in reads:
             if method not in READS:
                 raise ValueError(f"not a stream read: {method!r}")
+            # filters that crossed the data plane come as lists
+            args = [tuple(a) if isinstance(a, list) else a for a in args]
             if method == "last_per_subject" and len(args) == 1:
                 args = [args[0], self.bounds()[1]]
             out.append(getattr(self, method)(*args))
