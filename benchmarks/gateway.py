@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/gateway.py --only streams   # creation and listing only
     .venv/bin/python benchmarks/gateway.py --only requests  # KV puts, 128 KB publishes
     .venv/bin/python benchmarks/gateway.py --only fast      # a fast batch of 100k messages
+    .venv/bin/python benchmarks/gateway.py --only js        # the JavaScript client's consume()
 
 The same nats-py code (benchmarks/natsbase.py) runs against both servers: sync publish
 (latency), publish_async (throughput), fetch(500) + ack of a pre-filled stream, an ordered
@@ -12,7 +13,9 @@ consumer replaying a stream, a core request/reply round trip (a responder on the
 connection), stream creation (R1 file streams made one after another, as nats.py's
 JSMTest makes 300), listing them all (STREAM.LIST pages of 256 infos), and what nats.py's
 KV and object store send one request at a time (a KV put of a new key, a 128 KB chunk),
-and one fast batch (``allow_batched``) of small messages to its commit. R1 file streams on
+and one fast batch (``allow_batched``) of small messages to its commit; ``--only js`` times
+the JavaScript client's ``consume()`` (nats.js 3.x, acks one by one) of a pre-filled stream
+(node and the npm packages of tests/differential). R1 file streams on
 both sides; the ratio is rayjet / nats-server (> 1: the
 gateway is faster). The gateway runs in a process of its own (as `rayjet gateway` does, so
 nats-py and the gateway do not share an interpreter), over a local Ray started for the run.
@@ -187,6 +190,60 @@ async def _fast_batch(url: str, count: int, size: int = nb.DEFAULT_SIZE,
     return nb.Throughput("fast batch", count, size, seconds, count / seconds, count)
 
 
+JS_CONSUME = """
+import { connect } from "@nats-io/transport-node";
+import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+const [url, count] = process.argv.slice(2);
+const N = parseInt(count);
+const nc = await connect({ servers: url, timeout: 10000 });
+const jsm = await jetstreamManager(nc, { timeout: 20000 });
+const js = jetstream(nc, { timeout: 20000 });
+const name = "bench_js_consume";
+await jsm.streams.add({ name, subjects: [name + ".>"] });
+const payload = new Uint8Array(100);
+let acks = [];
+for (let i = 0; i < N; i++) {
+  acks.push(js.publish(name + ".m", payload));
+  if (acks.length >= 1000) { await Promise.all(acks); acks = []; }
+}
+await Promise.all(acks);
+await jsm.consumers.add(name, { durable_name: "C", ack_policy: AckPolicy.Explicit });
+const c = await js.consumers.get(name, "C");
+const started = performance.now();
+const msgs = await c.consume({ max_messages: 100 });
+let n = 0;
+for await (const m of msgs) { m.ack(); n++; if (n >= N) break; }
+const seconds = (performance.now() - started) / 1000;
+await jsm.streams.delete(name);
+console.log(JSON.stringify({ consumed: n, seconds }));
+await nc.close();
+"""
+
+
+def js_consume(url: str, counts: dict[str, int]) -> dict[str, object]:
+    """nats.js ``consume()`` of ``counts["js"]`` messages of 100 B, acked one by one."""
+    import json
+    import os
+    import shutil
+
+    modules = Path(__file__).resolve().parent.parent / "tests/differential/node_modules"
+    node = shutil.which("node")
+    if node is None or not (modules / "@nats-io/jetstream").is_dir():
+        raise SystemExit("--only js needs node and `npm ci` in tests/differential")
+    count = counts["js"]
+    with tempfile.TemporaryDirectory(prefix="rayjet-bench-js-") as here:
+        os.symlink(modules, Path(here) / "node_modules")  # how node finds the client
+        script = Path(here) / "consume.mjs"
+        script.write_text(JS_CONSUME)
+        done = subprocess.run([node, str(script), url, str(count)], capture_output=True,
+                              text=True, timeout=600, check=True)
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if got["consumed"] != count:
+        raise SystemExit(f"nats.js consumed {got['consumed']} of {count}")
+    return {"nats.js consume()": nb.Throughput("nats.js consume", count, 100, got["seconds"],
+                                               count / got["seconds"], count)}
+
+
 def fast_batch(url: str, counts: dict[str, int]) -> dict[str, object]:
     return {"fast batch": asyncio.run(_fast_batch(url, counts["fast"]))}
 
@@ -254,20 +311,22 @@ def _gateway(hosting: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small counts")
-    ap.add_argument("--only", choices=("data", "streams", "requests", "fast"),
+    ap.add_argument("--only", choices=("data", "streams", "requests", "fast", "js"),
                     help="only the data rows, only stream creation and listing, only "
-                         "KV puts and 128 KB publishes one request at a time, or only "
-                         "a fast batch")
+                         "KV puts and 128 KB publishes one request at a time, only a "
+                         "fast batch, or only nats.js consume()")
     args = ap.parse_args(argv)
     counts = ({"sync": 300, "async": 5_000, "fetch": 5_000, "replay": 10_000, "rr": 300,
-               "streams": 60, "requests": 100, "fast": 20_000}
+               "streams": 60, "requests": 100, "fast": 20_000, "js": 20_000}
               if args.quick else
               {"sync": 2_000, "async": 50_000, "fetch": 50_000, "replay": 100_000, "rr": 2_000,
-               "streams": 300, "requests": 500, "fast": 100_000})
+               "streams": 300, "requests": 500, "fast": 100_000, "js": 100_000})
 
     kinds = {"data": ("dedicated", measure), "streams": ("shared", creation),
-             "requests": ("dedicated", requests), "fast": ("dedicated", fast_batch)}
-    parts = [kinds[args.only]] if args.only else list(kinds.values())
+             "requests": ("dedicated", requests), "fast": ("dedicated", fast_batch),
+             "js": ("shared", js_consume)}
+    # nats.js only when asked (it needs node and the npm packages)
+    parts = [kinds[args.only]] if args.only else [v for k, v in kinds.items() if k != "js"]
     ours, theirs = {}, {}
     # the data path on dedicated replica actors (rayjet's default); stream creation on
     # shared host actors (a process per replica would not fit hundreds of streams here)
