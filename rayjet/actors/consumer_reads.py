@@ -110,9 +110,9 @@ class StreamReads:
             if not self.engine.is_leader:
                 return False
             start = self.engine.read_position()
-            # a little more than wanted: room for another decision that moved the position
-            # meanwhile (the window is read again when it did; the store checks every
-            # record it reads, so what the decision does not take is work thrown away)
+            # a little more than wanted: room for another decision that moves the position
+            # meanwhile (see below; the store checks every record it reads, so what the
+            # decision does not take is work thrown away)
             want = int(want)
             limit = max(1, min(want + min(want, READ_AHEAD_SPARE), READ_AHEAD_MAX))
             reads = self.engine.decision_reads(limit)
@@ -127,10 +127,14 @@ class StreamReads:
                 reads.append(("read_window", filters, start, limit))
             if not await self._prefetch(reads):
                 return False
-            # another request's decision moved the read position while this read was out
-            # (pulls that arrive together): the window starts too early for this decision,
-            # whose reads past it would each block the event loop on a call; read again
-            if self.engine.read_position() == start:
+            # another request's decision may have moved the read position while this read
+            # was out (pulls that arrive together): the window still serves this decision
+            # when it holds what is wanted from the new position (the read past the wanted
+            # leaves room for that); otherwise the decision's reads past it would each
+            # block the event loop on a call: read again
+            now = self.engine.read_position()
+            if now == start or (now > start and self.reader.window_serves(
+                    filters, now, max(1, want))):
                 return True
         return True
 

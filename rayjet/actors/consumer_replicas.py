@@ -58,7 +58,27 @@ def create_consumer_replica(ca: ConsumerAssignment, sa: StreamAssignment, rid: s
             return HostedHandle(host, host_name, name)
     # a shared stream's consumers share its hosts; so does one of a dedicated stream whose
     # replica beside it is gone (scaled down or moved: it ran on in its node's host)
+    if hosted_on(name) is None:
+        host_name = stream_host_beside(ca, sa, rid, node)
+        if host_name is not None:
+            # a new replica goes into the host of its stream's replica on that node (not
+            # any host of the node's pool): its reads of the stream are then method calls
+            record_hosted(name, host_name)
     return place_hosted(name, "consumer", args, kwargs, node, data_dir, sa.config)
+
+
+def stream_host_beside(ca: ConsumerAssignment, sa: StreamAssignment, rid: str,
+                       node: str | None) -> str | None:
+    """The replica host that runs stream replica ``i`` for consumer replica ``i`` when
+    that stream replica is on ``node`` and in a host. Blocking: a control-store call."""
+    rids = [r for r, _ in ca.peers]
+    if rid not in rids:  # a replica the group is growing by: placed by its node alone
+        return None
+    index = rids.index(rid)
+    if index >= len(sa.peers) or sa.peers[index][1] != node:
+        return None
+    host_name = hosted_on(stream_actor_name(sa.group, sa.peers[index][0]))
+    return host_name if host_name and host_name.startswith(HOST_PREFIX + ".") else None
 
 
 def stream_actor_beside(ca: ConsumerAssignment, sa: StreamAssignment, rid: str

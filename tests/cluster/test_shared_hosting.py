@@ -376,3 +376,30 @@ def test_a_host_created_again_under_its_name_is_listed(js, stream_name):
              what="the replica running again", retry_on=(ValueError, ray.exceptions.RayError))
     assert hosted_of(stream_name) == {replica: host}
     assert replica in asyncio.run(running_replicas())
+
+
+def test_a_new_consumer_runs_in_its_stream_replicas_host(js, stream_name):
+    """Its reads of the stream are then method calls, not requests to another process.
+    (Hosts are picked per replica name otherwise: one in three would match by chance.)"""
+    from rayjet.actors.host import hosted_on
+    from rayjet.actors.names import consumer_actor_name, stream_actor_name
+
+    names = [f"{stream_name}B{i}" for i in range(5)]
+    try:
+        for name in names:
+            js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], hosting="shared"))
+            js.add_consumer(name, ConsumerConfig(durable_name="D",
+                                                 ack_policy=AckPolicy.EXPLICIT))
+        for name in names:
+            sa = js._meta_call("stream_assignment", name)
+            ca = js._meta_call("consumer_assignment", name, "D")
+            (srid, _), (crid, _) = sa["peers"][0], ca["peers"][0]
+            stream_host = hosted_on(stream_actor_name(sa["group"], srid))
+            assert stream_host is not None
+            assert hosted_on(consumer_actor_name(ca["group"], crid)) == stream_host, name
+        js.publish(f"{names[0]}.a", b"x")
+        sub = js.pull_subscribe(durable="D", stream=names[0])
+        assert [m.data for m in sub.fetch(1, timeout=10)] == [b"x"]
+    finally:
+        for name in names:
+            js.delete_stream(name)

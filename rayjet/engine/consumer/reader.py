@@ -266,6 +266,15 @@ class ReadAhead:
     def _memo(self, *key):
         return self.memo.get(read_key(*key), _MISS)
 
+    def window_serves(self, filters: tuple[str, ...], start_seq: int, limit: int) -> bool:
+        """Does the window alone answer ``load_next_batch(filters, start_seq, limit)``?
+        (It may start before ``start_seq``: another decision moved past its start.)"""
+        w = self.window
+        if w is None or w.filters != tuple(filters) or w.start > start_seq:
+            return False
+        count = w.count
+        return count - bisect_left(w.seqs, start_seq) >= limit or count < w.limit
+
     def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
                         limit: int) -> tuple[list[StoredMsg], int]:
         w = self.window
