@@ -335,18 +335,22 @@ def test_pulls_that_arrive_together_are_served_from_the_read_ahead(js, stream_na
     calls on the consumer's event loop (the JavaScript client's consume() met this on
     every pull)."""
     js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.FILE,
-                  hosting="shared")
+                  hosting="shared", num_replicas=3)
     js.publish_batch([(f"{stream_name}.a", b"%d" % i) for i in range(2000)])
-    (stream_leader,) = stream_replicas(js, stream_name).values()
-    apart = None
-    for i in range(8):  # a consumer whose replica host is not its stream leader's
-        js.add_consumer(stream_name, durable_name=f"C{i}", ack_policy=AckPolicy.EXPLICIT)
-        (handle,) = consumer_replicas(js, stream_name, f"C{i}").values()
-        if pid(handle) != pid(stream_leader):
-            apart = (f"C{i}", handle)
+    name = "C"
+    js.add_consumer(stream_name, durable_name=name, ack_policy=AckPolicy.EXPLICIT)
+    # a consumer replica runs in its stream replica's host; their leaders are elected
+    # apart: step the consumer's down until it leads in another process than the stream's
+    stream_leader = stream_replicas(js, stream_name)[js.stream_info(stream_name).cluster.leader]
+    consumers = consumer_replicas(js, stream_name, name)
+    handle = None
+    for _ in range(12):
+        leader = consumers[js.consumer_info(stream_name, name).cluster.leader]
+        if pid(leader) != pid(stream_leader):
+            handle = leader
             break
-    assert apart is not None, "every consumer landed in its stream leader's process"
-    name, handle = apart
+        js.consumer_leader_stepdown(stream_name, name)
+    assert handle is not None, "the consumer always led in its stream leader's process"
     sub = js.pull_subscribe(f"{stream_name}.a", durable=name, stream=stream_name)
     got: list[int] = []
     fetches = [0]
