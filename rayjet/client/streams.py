@@ -23,6 +23,7 @@ from rayjet.errors import (
     APIError,
     BadRequestError,
     NotFoundError,
+    NotLeaderError,
     ServiceUnavailableError,
     StreamNotFoundError,
     TimeoutError,
@@ -232,7 +233,20 @@ class StreamsAPI:
         return self.stream_info(cfg.name)
 
     def delete_stream(self, name: str) -> bool:
-        result = self._meta_call("delete_stream", name, timeout=max(self.timeout, 60))
+        self._check_open()
+        timeout = max(self.timeout, 60)
+        try:
+            result = self._meta.call("delete_stream", name, timeout=timeout,
+                                     retry_unknown=False)
+        except (ServiceUnavailableError, NotLeaderError) as err:
+            if isinstance(err, NotLeaderError) and not err.fields.get("outcome_unknown"):
+                raise
+            # the first attempt may have deleted it before its answer was lost: a second
+            # that finds the stream gone answers for it (not "stream not found")
+            try:
+                result = self._meta_call("delete_stream", name, timeout=timeout)
+            except StreamNotFoundError:
+                result = True
         self._routers.pop(name, None)
         self._forget_subjects(name)
         return bool(result)

@@ -373,3 +373,31 @@ def test_listing_calls_refuse_bad_input(js, stream_name):
     for bad in ("one_name", [7], [""], 7):
         with pytest.raises(BadRequestError):
             js.consumer_infos(stream_name, bad)
+
+
+@pytest.mark.parametrize("lost", ["replica died", "leadership lost"])
+def test_a_delete_whose_answer_was_lost_reports_the_deletion(js, stream_name, monkeypatch,
+                                                              lost):
+    """The delete ran but its answer did not come back (the connection dropped, or the meta
+    leader stepped down after committing it): asking again finds the stream gone, which
+    answers for the first attempt, not "stream not found"."""
+    from rayjet.errors import NotLeaderError, ServiceUnavailableError
+
+    js.add_stream(name=stream_name, subjects=[f"{stream_name}.*"], storage=StorageType.MEMORY)
+    real, attempts = js._meta.call, []
+
+    def answer_lost_once(method, *args, **kwargs):
+        if method == "delete_stream" and not attempts:
+            attempts.append(real(method, *args, **kwargs))  # it ran
+            if lost == "replica died":
+                raise ServiceUnavailableError("meta: replica r0 died during the call; the "
+                                              "outcome is unknown")
+            raise NotLeaderError("the outcome is unknown", outcome_unknown=True)
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(js._meta, "call", answer_lost_once)
+    assert js.delete_stream(stream_name) is True
+    assert attempts == [True]
+    assert stream_name not in js.stream_names()
+    with pytest.raises(StreamNotFoundError):  # a stream that is not there, asked once
+        js.delete_stream(stream_name)
