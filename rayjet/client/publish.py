@@ -345,12 +345,15 @@ class AsyncPublisher:
                 stream = self.js._stream_for(fut.message[0])
             except Exception as err:  # noqa: BLE001 - every failure answers its future
                 answers.append((fut, err))
+                fut.message = None
                 continue
             by_stream.setdefault(stream, []).append(fut)
         for stream, futs in by_stream.items():
+            msgs = [f.message for f in futs]
+            for f in futs:
+                f.message = None  # a future the caller holds does not keep the payload
             try:
-                got = self.js._send(stream, [f.message for f in futs], self.js.timeout,
-                                    columns=True)
+                got = self.js._send(stream, msgs, self.js.timeout, columns=True)
             except Exception as err:  # noqa: BLE001
                 got = [err] * len(futs)
             if isinstance(got, CP.PubAcks):

@@ -25,7 +25,8 @@ class PublishFuture(Future):
 
     def __init__(self, condition: threading.Condition,
                  message: tuple[str, bytes, dict | None]) -> None:
-        self.message = message  # (subject, payload, headers) on its way
+        # (subject, payload, headers) until it is sent (None after: not kept with the answer)
+        self.message: tuple[str, bytes, dict | None] | None = message
         # the fields Future.__init__ sets, but no Condition of its own
         self._condition = condition
         self._state = futures_base.RUNNING

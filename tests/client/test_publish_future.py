@@ -125,6 +125,7 @@ def test_the_publisher_answers_each_future_from_column_answers_and_refusals():
         pub.drain(10)
         assert pub.pending == 0
         assert isinstance(futs[3].exception(), BadRequestError)
+        assert all(f.message is None for f in futs)  # the payloads are not kept
         # every message was sent once, in order, and each future has its own row's answer
         # (the dispatcher takes what is queued when it wakes: one run or several)
         sent = [m for run in js.sent for m in run]
