@@ -212,7 +212,7 @@ class Window:
 
     def messages(self, start: int, stop: int) -> list[StoredMsg]:
         """Messages ``start..stop`` of the window, made into objects for these rows only
-        (a window is read with room to spare: most decisions take half of it)."""
+        (a window is read with room to spare, which a decision may not take)."""
         if self._msgs is not None:
             return self._msgs[start:stop]
         start, stop, _ = slice(start, stop).indices(self._given.num_rows)
@@ -273,16 +273,15 @@ class ReadAhead:
         if w is None or w.filters != tuple(filters) or w.start > start_seq:
             return False
         count = w.count
+        # fewer than asked for: the window saw every match up to its last seq
         return count - bisect_left(w.seqs, start_seq) >= limit or count < w.limit
 
     def load_next_batch(self, filters: tuple[str, ...], start_seq: int,
                         limit: int) -> tuple[list[StoredMsg], int]:
-        w = self.window
-        if w is not None and w.filters == tuple(filters) and w.start <= start_seq:
-            at, count = bisect_left(w.seqs, start_seq), w.count
-            # fewer than asked for: the window saw every match up to its last seq
-            if count - at >= limit or count < w.limit:
-                return w.messages(at, at + limit), w.last
+        if self.window_serves(filters, start_seq, limit):
+            w = self.window
+            at = bisect_left(w.seqs, start_seq)
+            return w.messages(at, at + limit), w.last
         return self.inner.load_next_batch(filters, start_seq, limit)
 
     def num_pending(self, filters: tuple[str, ...], start_seq: int,
